@@ -1,0 +1,1 @@
+"""Real network services the cluster runs next to the trainers: etcd and an S3 endpoint."""
