@@ -1,0 +1,74 @@
+"""torchrun's ``etcd-v3`` rendezvous backend: torch's DynamicRendezvousHandler on etcd's v3 API.
+
+    torchrun --rdzv-backend=etcd-v3 --rdzv-endpoint=HOST:PORT --rdzv-id=RUN --nnodes=1:2 \
+             --rdzv-conf=join_timeout=60,last_call_timeout=2,keep_alive_interval=1,... train.py
+
+torchrun finds it through the ``torchrun.handlers`` entry point, which torch loads and *calls with
+no arguments*; the result must be a creator ``(RendezvousParameters) -> RendezvousHandler``. Hence
+``handler_creator`` below returns ``create_etcd_v3_handler``.
+
+rdzv-conf keys (besides torch's own join_timeout, last_call_timeout, close_timeout, heartbeat,
+keep_alive_interval, keep_alive_max_attempt, cas_backoff_max_seconds):
+  ttl            seconds the state and store keys outlive their last writer (default 7200)
+  rpc_timeout    seconds one etcd call may take before it counts as failed (default 5)
+  retry_timeout  seconds transient connection errors are retried, e.g. across an etcd restart (30)
+  connect_timeout seconds to wait for etcd when the handler is created (default 10)
+  key_prefix     where keys live (default /chaosbench/rdzv; see chaosbench.rendezvous.layout)
+  store_timeout  seconds a store get/wait may block (default 300)
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Callable
+
+from torch.distributed.elastic.rendezvous.api import RendezvousHandler, RendezvousParameters
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
+from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
+
+from chaosbench.rendezvous.backend import EtcdV3RendezvousBackend
+from chaosbench.rendezvous.connection import EtcdV3Connection
+from chaosbench.rendezvous.layout import DEFAULT_V3_PREFIX, check_run_id, v3_store_prefix
+from chaosbench.rendezvous.store import EtcdV3Store
+
+DEFAULT_PORT = 2379
+
+
+def _float(params: RendezvousParameters, key: str, default: float) -> float:
+    raw = params.get(key, default)
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"--rdzv-conf {key}={raw!r} is not a number; give seconds, e.g. {key}={default}") from None
+    if value < 0:
+        raise ValueError(f"--rdzv-conf {key}={raw!r} must not be negative")
+    return value
+
+
+def create_backend(params: RendezvousParameters) -> tuple[EtcdV3RendezvousBackend, EtcdV3Store]:
+    if not params.endpoint:
+        raise ValueError("the etcd-v3 rendezvous needs --rdzv-endpoint=HOST:PORT (etcd's client port)")
+    run_id = check_run_id(params.run_id)
+    host, port = parse_rendezvous_endpoint(params.endpoint, default_port=DEFAULT_PORT)
+    conn = EtcdV3Connection(host, port, rpc_timeout=_float(params, "rpc_timeout", 5.0),
+                            retry_timeout=_float(params, "retry_timeout", 30.0),
+                            ttl=int(_float(params, "ttl", 7200)))
+    try:
+        conn.check(retry_timeout=_float(params, "connect_timeout", 10.0))
+    except BaseException:
+        conn.close()
+        raise
+    prefix = params.get("key_prefix", DEFAULT_V3_PREFIX)
+    backend = EtcdV3RendezvousBackend(conn, run_id, prefix)
+    store = EtcdV3Store(conn, v3_store_prefix(run_id, prefix),
+                        timeout=datetime.timedelta(seconds=_float(params, "store_timeout", 300.0)))
+    return backend, store
+
+
+def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
+    backend, store = create_backend(params)
+    return create_handler(store, backend, params)
+
+
+def handler_creator() -> Callable[[RendezvousParameters], RendezvousHandler]:
+    """The ``torchrun.handlers`` entry point (torch calls it with no arguments)."""
+    return create_etcd_v3_handler
