@@ -1,0 +1,234 @@
+"""CheckpointManager: the one object the trainer talks to.
+
+    mgr = CheckpointManager(cfg, node=..., rank=..., local_rank=..., world_size=...,
+                            local_world_size=..., run_id=..., emit=emit)
+    state = mgr.restore()            # collective: all ranks call; state dict or None (fresh start)
+    mgr.maybe_save(step, state_fn)   # after each optimizer step; pays only for a CPU copy
+    mgr.close()                      # flush background writes
+
+Who writes: local rank 0 of each node writes the node's memory and nvme tiers (node-local
+directories shared by the node's ranks); global rank 0 uploads to S3. Model state is replicated
+across data-parallel ranks, so one copy per node (and one in S3) is enough.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Callable
+
+from . import agreement, fmt
+from .config import TIERS, CheckpointConfig, CheckpointLoadConfig
+from .errors import CheckpointCorrupt, CheckpointError, CheckpointLoadError, CheckpointSaveError
+from .local_store import LocalStore
+from .snapshot import Snapshot
+from .writer import TierWriter
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointManager:
+    def __init__(self, cfg: dict | CheckpointConfig | None, node: str | None = None, rank: int = 0,
+                 local_rank: int = 0, world_size: int = 1, local_world_size: int = 1,
+                 run_id: str = "", emit: Callable[[str, dict], None] | None = None):
+        self.cfg = cfg if isinstance(cfg, CheckpointConfig) else CheckpointConfig.from_dict(cfg)
+        self.node = node or socket.gethostname()
+        self.rank, self.local_rank = rank, local_rank
+        self.world_size, self.local_world_size = world_size, local_world_size
+        self.run_id = run_id or ""
+        self._emit_fn = emit
+        self._emit_lock = threading.Lock()
+        self.last_restore: dict | None = None
+
+        self.stores = {
+            "memory": LocalStore("memory", self.cfg.resolved_memory_dir(self.run_id, self.node),
+                                 keep_last=self.cfg.max_snapshots, fsync=False,
+                                 max_bytes=int(self.cfg.max_memory_mb * 2**20)),
+            "nvme": LocalStore("nvme", self.cfg.resolved_nvme_dir(self.run_id, self.node),
+                               keep_last=self.cfg.keep_last, fsync=True),
+        }
+        if self.cfg.s3.enabled:
+            from .s3_store import S3Store
+            self.stores["s3"] = S3Store(self.cfg.s3, self.run_id)
+
+        self.writers: dict[str, TierWriter] = {}
+        for tier in TIERS:
+            if tier in self.stores and self.cfg.interval(tier) > 0 and self._writes(tier):
+                self.writers[tier] = TierWriter(
+                    tier, lambda snap, attempt, t=tier: self._write(t, snap, attempt), self._on_skip,
+                    retry_failed=(tier == "s3"), retry_backoff_s=self.cfg.s3.retry_backoff_s)
+        if local_rank == 0:
+            for tier in ("memory", "nvme"):
+                self.stores[tier].cleanup_temp()
+
+    def _writes(self, tier: str) -> bool:
+        return self.rank == 0 if tier == "s3" else self.local_rank == 0
+
+    # ------------------------------------------------------------------ saving
+    def maybe_save(self, step: int, state_fn: Callable[[], dict]) -> None:
+        """Called after every optimizer step. `state_fn` is called only when a save is due on a
+        writing rank, so it must not run collectives."""
+        due = [t for t, w in self.writers.items() if step % self.cfg.interval(t) == 0]
+        if not due:
+            return
+        snap = Snapshot.take(step, state_fn)
+        for tier in due:
+            self.writers[tier].submit(snap)
+
+    def save(self, state: dict, step: int | None = None, tier: str | list[str] = "nvme") -> dict[str, str]:
+        """Synchronous save of `state` to the given tier(s); raises CheckpointSaveError."""
+        step = int(state["step"] if step is None else step)
+        tiers = [tier] if isinstance(tier, str) else list(tier)
+        snap = Snapshot.take(step, lambda: state)
+        out = {}
+        for t in tiers:
+            if t not in self.stores:
+                raise CheckpointSaveError(t, f"tier {t!r} is not configured (valid: {', '.join(self.stores)})")
+            out[t] = self._write(t, snap, 0, raise_errors=True)
+        return out
+
+    def _write(self, tier: str, snap: Snapshot, attempt: int, raise_errors: bool = False):
+        t0 = time.perf_counter()
+        try:
+            data, digest = snap.encoded()
+            manifest = fmt.make_manifest(snap.step, data, digest, tier=tier, run_id=self.run_id,
+                                         node=self.node, rank=self.rank, world_size=self.world_size)
+            where = self.stores[tier].save(snap.step, data, manifest)
+        except Exception as e:
+            err = e if isinstance(e, CheckpointSaveError) else CheckpointSaveError(tier, f"{type(e).__name__}: {e}")
+            log.warning("checkpoint save failed (training continues): %s", err)
+            self._emit("checkpoint_failed", {"tier": tier, "step": snap.step, "error": str(err),
+                                             "attempt": attempt})
+            if raise_errors:
+                raise err from e
+            return False
+        fields = {"tier": tier, "step": snap.step, "bytes": len(data), "stall_s": round(snap.stall_s, 6),
+                  "total_s": round(snap.stall_s + time.perf_counter() - t0, 6), "path": where,
+                  "sha256": digest}
+        if attempt:
+            fields.update(caught_up=True, attempt=attempt)
+        self._emit("checkpoint_saved", fields)
+        return where if raise_errors else True
+
+    def _on_skip(self, tier: str, snap: Snapshot, reason: str) -> None:
+        log.info("%s checkpoint of step %s skipped: %s", tier, snap.step, reason)
+        self._emit("checkpoint_skipped", {"tier": tier, "step": snap.step, "reason": reason})
+
+    # ------------------------------------------------------------------ loading
+    def load_checkpoint(self, tier: str | None = None, step: int | None = None,
+                        config: CheckpointLoadConfig | None = None) -> dict:
+        """Load the newest valid checkpoint (or `step`) of `tier` (or any tier) from this process's
+        view only (no collective). Raises CheckpointLoadError when none is valid."""
+        config = config or CheckpointLoadConfig(tier=tier, step=step, trusted_source=self.cfg.trusted_source)
+        tiers = [config.tier] if config.tier else [t for t in TIERS if t in self.stores]
+        best = None
+        for t in tiers:
+            if t not in self.stores:
+                raise CheckpointLoadError(f"tier {t!r} is not configured (valid: {', '.join(self.stores)})")
+            found = self._newest_valid(t, exact_step=config.step)
+            if found and (best is None or found[0] > best[0]):
+                best = found + (t,)
+        if best is None:
+            what = f"step {config.step}" if config.step is not None else "checkpoint"
+            raise CheckpointLoadError(f"no valid {what} in tier(s) {', '.join(tiers)}")
+        step_, data, _manifest, t = best
+        t0 = time.perf_counter()
+        state = fmt.deserialize(data, config.trusted_source or self.cfg.trusted_source, config.map_location)
+        self._emit("checkpoint_loaded", {"tier": t, "step": step_, "source": "local", "checksum_ok": True,
+                                         "duration_s": round(time.perf_counter() - t0, 6), "bytes": len(data)})
+        return state
+
+    def _newest_valid(self, tier: str, above: int = -1, exact_step: int | None = None):
+        """(step, bytes, manifest) of the newest checkpoint that verifies; invalid ones are
+        reported and skipped. Only steps > `above` are considered."""
+        store = self.stores[tier]
+        try:
+            refs = store.list()
+        except Exception as e:
+            log.warning("cannot list %s checkpoints: %s", tier, e)
+            self._emit("checkpoint_invalid", {"tier": tier, "step": None, "error": f"listing failed: {e}"})
+            return None
+        for ref in refs:
+            if ref.step <= above or (exact_step is not None and ref.step != exact_step):
+                continue
+            try:
+                data, manifest = store.read(ref)
+                return ref.step, data, manifest
+            except CheckpointCorrupt as e:
+                log.warning("rejecting checkpoint: %s", e)
+                self._emit("checkpoint_invalid", {"tier": tier, "step": ref.step, "error": str(e)})
+            except Exception as e:
+                self._emit("checkpoint_invalid", {"tier": tier, "step": ref.step,
+                                                  "error": f"unreadable: {type(e).__name__}: {e}"})
+        return None
+
+    def restore(self) -> dict | None:
+        """Collective: every rank calls. Returns the agreed state (or None: fresh start)."""
+        t0 = time.perf_counter()
+        rank, _ = agreement.rank_and_world()
+        local = {}
+        mem = self._newest_valid("memory")
+        if mem:
+            local["memory"] = mem
+        nv = self._newest_valid("nvme", above=mem[0] if mem else -1)  # an older nvme can never win
+        if nv:
+            local["nvme"] = nv
+        summary = {t: {"step": s, "bytes": len(d), "sha256": m["sha256"]} for t, (s, d, m) in local.items()}
+        choice = agreement.choose(agreement.gather(summary))
+
+        if choice is None and "s3" in self.stores:
+            found = self._newest_valid("s3") if rank == 0 else None
+            if found:
+                local["s3"] = found
+            info = agreement.broadcast_object(
+                {"step": found[0], "bytes": len(found[1]), "sha256": found[2]["sha256"]} if found else None, src=0)
+            if info:
+                choice = agreement.Choice("s3", info["step"], [0], info["bytes"], info["sha256"])
+
+        if choice is None:
+            reason = "no valid checkpoint in " + ", ".join(self.stores)
+            log.info("fresh start: %s", reason)
+            self._emit("checkpoint_fresh_start", {"reason": reason})
+            return None
+
+        source = "local"
+        data = local[choice.tier][1] if rank in choice.holders else None
+        if agreement.active() and len(choice.holders) < agreement.rank_and_world()[1]:
+            got = agreement.broadcast_bytes(data, choice.size, choice.src)
+            if data is None:
+                data, source = got, "peer"
+                if fmt.sha256(data) != choice.sha256:
+                    raise CheckpointLoadError(f"step {choice.step} received from rank {choice.src} "
+                                              "does not match its checksum")
+        state = fmt.deserialize(data, self.cfg.trusted_source)
+        duration = time.perf_counter() - t0
+        self.last_restore = {"tier": choice.tier, "step": choice.step, "source": source,
+                             "src_rank": choice.src if source == "peer" else rank, "bytes": len(data)}
+        self._emit("checkpoint_loaded", {"tier": choice.tier, "step": choice.step, "source": source,
+                                         "duration_s": round(duration, 6), "checksum_ok": True,
+                                         "bytes": len(data)})
+        if source == "peer" and "memory" in self.writers:
+            # the node now holds the agreed state too, so a later worker restart here restores locally
+            self.writers["memory"].submit(Snapshot.from_bytes(choice.step, data, choice.sha256))
+        return state
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self, timeout: float = 120.0) -> bool:
+        deadline = time.monotonic() + timeout
+        ok = True
+        for tier, w in self.writers.items():
+            if not w.close(max(0.0, deadline - time.monotonic())):
+                log.warning("%s checkpoint writer still busy after %.0f s; abandoning it", tier, timeout)
+                ok = False
+        return ok
+
+    def _emit(self, event: str, fields: dict) -> None:
+        if self._emit_fn is None:
+            return
+        with self._emit_lock:
+            try:
+                self._emit_fn(event, fields)
+            except Exception:
+                log.exception("emitting %s failed", event)
+
