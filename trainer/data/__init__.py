@@ -1,0 +1,1 @@
+"""Data pipeline: byte-level tokenizer, prebuilt token index, stateful resumable sampler."""

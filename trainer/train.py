@@ -1,0 +1,207 @@
+"""The reference elastic trainer. Launch with torchrun:
+
+    torchrun --nnodes=1:2 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint=127.0.0.1:29400 \\
+        -m trainer.train --config trainer/configs/tiny.yaml [--set section.field=value ...]
+
+Reads top to bottom: config -> process group -> data/model -> restore -> train loop -> shutdown.
+Any error emits a `fatal` event and exits non-zero so torchrun restarts the group; events go to
+$CHAOSBENCH_EVENTS_DIR (docs/events.md), human-readable logs to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from contextlib import nullcontext
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from trainer.config import load_config, resolve_path
+from trainer.data.dataset import TokenIndex
+from trainer.data.sampler import StatefulSampler, rank_slice
+from trainer.distributed import HealthChecker, check_topology, init_process_group, read_env
+from trainer.errors import DataLoadingError
+from trainer.events import EventWriter
+from trainer.model import build_model, param_bytes
+from trainer.scaling import micro_batches, plan_batches
+from trainer.state import build_state, load_state
+
+log = logging.getLogger("trainer")
+WARMUP_STEPS = 10
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m trainer.train", description="chaosbench reference elastic trainer")
+    ap.add_argument("--config", required=True, help="YAML config (e.g. trainer/configs/tiny.yaml)")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                    help="override a config value (parsed as YAML); repeatable")
+    return ap.parse_args(argv)
+
+
+class Worker:
+    """One training process: owns the event writer and the single exit path."""
+
+    def __init__(self):
+        self.events = EventWriter()
+        self._exit_lock = threading.Lock()
+
+    def die(self, exc: BaseException, code: int = 1) -> None:
+        """Emit `fatal` once and leave at once (peers may be gone, so no collective clean-up)."""
+        if not self._exit_lock.acquire(blocking=False):
+            return
+        self.events.emit("fatal", {"error": str(exc), "error_type": type(exc).__name__})
+        log.error("fatal: %s: %s", type(exc).__name__, exc)
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(code)
+
+    def on_health_failure(self, exc: BaseException) -> None:
+        self.events.emit("health_check_failed", {"error": str(exc), "timeout_s": self.health_timeout_s})
+        self.die(exc)
+
+    def on_signal(self, signum: int) -> None:
+        """torchrun stops workers with SIGTERM on a membership change: say so, then go."""
+        if self._exit_lock.acquire(blocking=False):
+            self.events.emit("phase", {"phase": "shutdown", "reason": signal.Signals(signum).name})
+            log.warning("received %s, exiting", signal.Signals(signum).name)
+            sys.stderr.flush()
+            os._exit(128 + signum)
+
+
+def train_step(ddp, index, sampler, plan, seq_len, rank, world_size, optimizer, scheduler, device) -> float:
+    """One optimizer step over the next global batch; returns the global mean loss."""
+    ids = sampler.next_global_batch(plan.global_batch)
+    micros = micro_batches(rank_slice(ids, rank, world_size), plan.accum_steps)
+    optimizer.zero_grad(set_to_none=True)
+    local_sum = torch.zeros((), device=device)
+    for i, mb in enumerate(micros):
+        last = i == len(micros) - 1
+        if not mb:  # only leading micro-batches can be empty (see micro_batches)
+            continue
+        batch = index.batch(mb, seq_len).to(device)
+        with nullcontext() if last else ddp.no_sync():
+            logits = ddp(batch[:, :-1])
+            # sum over samples of each sample's mean token loss; scaled so that DDP's gradient mean
+            # over ranks equals the mean over the whole global batch, however unevenly it is split
+            per_sample_sum = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), batch[:, 1:].reshape(-1),
+                                             reduction="sum") / seq_len
+            (per_sample_sum * world_size / plan.global_batch).backward()
+        local_sum += per_sample_sum.detach()
+    torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
+    optimizer.step()
+    scheduler.step()
+    dist.all_reduce(local_sum)
+    return local_sum.item() / plan.global_batch
+
+
+def run(worker: Worker, args: argparse.Namespace) -> None:
+    events = worker.events
+    events.emit("phase", {"phase": "config"})
+    cfg, warnings = load_config(args.config, args.set)
+    for w in warnings:
+        log.warning("config: %s", w)
+    t, m, el = cfg["training"], cfg["training"]["model"], cfg["elastic"]
+
+    events.emit("phase", {"phase": "rendezvous"})
+    env = read_env()
+    check_topology(env, el["min_nodes"], el["max_nodes"])
+
+    events.emit("phase", {"phase": "process_group"})
+    backend, device = init_process_group(env, el["pg_timeout_s"])
+    worker.health_timeout_s = el["health_check_timeout_s"]
+    health = HealthChecker(el["health_check_timeout_s"], worker.on_health_failure)
+    log.info("joined: rank %d/%d (node %s, restart %d, backend %s)", env.rank, env.world_size,
+             events.node, env.restart_count, backend)
+
+    torch.manual_seed(t["seed"])
+    random.seed(t["seed"])
+    d = cfg["data"]
+    index = TokenIndex(resolve_path(d["index_path"]), [resolve_path(f) for f in d["files"]], d["text_key"])
+    sc = cfg["scaling"]
+    plan = plan_batches(sc["strategy"], t["per_worker_batch_size"], env.world_size, sc["target_global_batch_size"])
+    n_samples = index.num_samples(t["seq_len"])
+    if n_samples < plan.global_batch:
+        raise DataLoadingError(f"{d['index_path']} has {n_samples} samples of {t['seq_len']} tokens, fewer than one "
+                               f"global batch ({plan.global_batch}); add data or lower training.seq_len")
+    sampler = StatefulSampler(n_samples, t["seed"])
+    model = build_model(m).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=t["lr"])
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / WARMUP_STEPS))
+    log.info("model: %.1f MB of parameters; plan: global batch %d, %d accumulation step(s)",
+             param_bytes(model) / 1e6, plan.global_batch, plan.accum_steps)
+
+    events.emit("phase", {"phase": "checkpoint_restore"})
+    from trainer.checkpoint import CheckpointManager  # the one seam to the checkpoint tiers
+    mgr = CheckpointManager(cfg["checkpoint"], node=events.node, rank=env.rank, local_rank=env.local_rank,
+                            world_size=env.world_size, local_world_size=env.local_world_size,
+                            run_id=os.environ.get("CHAOSBENCH_RUN_ID", ""), emit=events.emit)
+    step = 0
+    state = mgr.restore()
+    if state is not None:
+        step = load_state(state, model, optimizer, scheduler, sampler)
+        log.info("resumed at step %d (%d samples seen)", step, sampler.samples_seen)
+        if int(state["world_size"]) != env.world_size:
+            events.emit("topology_change", {"old_world_size": int(state["world_size"]),
+                                            "new_world_size": env.world_size})
+            log.warning("world size changed %s -> %d", state["world_size"], env.world_size)
+    del state
+    ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    events.emit("phase", {"phase": "training"})
+    first = step + 1
+    while step < t["max_steps"]:
+        t0 = time.perf_counter()
+        loss = train_step(ddp, index, sampler, plan, t["seq_len"], env.rank, env.world_size, optimizer,
+                          scheduler, device)
+        step += 1
+        step_time = time.perf_counter() - t0
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss} at step {step}; lower training.lr")
+        if step % t["log_every"] == 0 or step == first:
+            events.emit("step", {"step": step, "loss": loss, "samples_seen": sampler.samples_seen,
+                                 "step_time_s": step_time, "global_batch": plan.global_batch,
+                                 "accum_steps": plan.accum_steps})
+            log.info("step %d loss %.4f (%.3fs, %d samples seen)", step, loss, step_time, sampler.samples_seen)
+        mgr.maybe_save(step, lambda: build_state(step, model, optimizer, scheduler, sampler, env.world_size))
+        if step % el["health_check_interval_steps"] == 0:
+            health.submit(step)
+        if t["step_sleep_s"]:
+            time.sleep(t["step_sleep_s"])
+
+    events.emit("run_complete", {"step": step})
+    events.emit("phase", {"phase": "shutdown"})
+    health.close()
+    mgr.close()
+    dist.destroy_process_group()
+    log.info("run complete at step %d", step)
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"%(asctime)s [{os.environ.get('CHAOSBENCH_NODE', '')} rank={os.environ.get('RANK', '?')}] "
+                               "%(levelname)s %(message)s")
+    args = parse_args(argv)
+    worker = Worker()
+    # SIGTERM/SIGINT are taken by a dedicated thread: a Python handler would not run while the
+    # training thread is blocked in a collective. Mask first so every later thread inherits it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    threading.Thread(target=lambda: worker.on_signal(signal.sigwait({signal.SIGTERM, signal.SIGINT})),
+                     name="signals", daemon=True).start()
+    try:
+        run(worker, args)
+    except BaseException as exc:  # noqa: BLE001 — every error is reported, then the process exits
+        worker.die(exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
