@@ -1,0 +1,106 @@
+"""The recorded history of a run: what checks read (never live state).
+
+Loaded from a run directory: events/ (the trainers' events), faults.jsonl (the fault log),
+exits.json (process/container exits), logs/, checkpoints.json (inventory of checkpoint files taken
+before teardown) and harness.json (when training started, why the run stopped).
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaosbench.observer.tail import read_events
+
+Incarnation = tuple[str, int, int]   # (node, local_rank, pid): one worker process lifetime
+
+
+@dataclass
+class FaultWindow:
+    id: str
+    fault: str
+    target: str
+    params: dict[str, Any]
+    injected_at: float
+    healed_at: float | None = None
+
+
+@dataclass
+class History:
+    events: list[dict] = field(default_factory=list)
+    faults: list[FaultWindow] = field(default_factory=list)
+    exits: dict[str, Any] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    inventory: dict | None = None   # checkpoints.json; None: no inventory was taken
+    harness: dict[str, Any] = field(default_factory=dict)
+
+    # -- loading -----------------------------------------------------------------------------
+    @classmethod
+    def load(cls, run_dir: Path) -> "History":
+        run_dir = Path(run_dir)
+        h = cls(events=read_events(run_dir / "events") if (run_dir / "events").is_dir() else [])
+        h.faults = fault_windows(_jsonl(run_dir / "faults.jsonl"))
+        h.exits = _json(run_dir / "exits.json") or {}
+        h.harness = _json(run_dir / "harness.json") or {}
+        inv = _json(run_dir / "checkpoints.json")
+        h.inventory = inv if isinstance(inv, dict) else None
+        if (run_dir / "logs").is_dir():
+            h.logs = {p.name: p.read_text(errors="replace") for p in sorted((run_dir / "logs").rglob("*"))
+                      if p.is_file()}
+        return h
+
+    # -- queries -----------------------------------------------------------------------------
+    def of(self, *names: str) -> list[dict]:
+        return [e for e in self.events if e.get("event") in names]
+
+    def incarnation(self, ev: dict) -> Incarnation:
+        return (str(ev.get("node")), int(ev.get("local_rank", 0)), int(ev.get("pid", 0)))
+
+    def incarnation_starts(self) -> dict[Incarnation, float]:
+        starts: dict[Incarnation, float] = {}
+        for ev in self.events:
+            starts.setdefault(self.incarnation(ev), ev["ts"])
+        return starts
+
+    def by_incarnation(self) -> dict[Incarnation, list[dict]]:
+        out: dict[Incarnation, list[dict]] = defaultdict(list)
+        for ev in self.events:
+            out[self.incarnation(ev)].append(ev)
+        return out
+
+    def max_step(self) -> int | None:
+        steps = [int(e["step"]) for e in self.of("step") if "step" in e]
+        return max(steps) if steps else None
+
+
+def fault_windows(lines: list[dict]) -> list[FaultWindow]:
+    windows: dict[str, FaultWindow] = {}
+    for rec in lines:
+        fid = str(rec.get("id"))
+        if rec.get("action") == "inject":
+            windows[fid] = FaultWindow(fid, rec.get("fault", "?"), rec.get("target", ""),
+                                       rec.get("params") or {}, rec["ts"])
+        elif rec.get("action") == "heal" and fid in windows:
+            windows[fid].healed_at = rec["ts"]
+    return sorted(windows.values(), key=lambda w: w.injected_at)
+
+
+def _jsonl(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None

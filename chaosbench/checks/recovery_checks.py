@@ -1,0 +1,111 @@
+"""Checks on how training recovered from each fault (tier, lost work, time, world size)."""
+from __future__ import annotations
+
+from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
+from chaosbench.checks.history import History
+from chaosbench.result import CheckResult, Recovery
+from chaosbench.scenario.model import Expect
+
+
+def _preconditions(name: str, expected, h: History, recs: list[Recovery]) -> CheckResult | None:
+    if not h.events:
+        return not_evaluated(name, expected, NO_EVENTS)
+    if not h.faults:
+        return not_evaluated(name, expected, "no fault was injected, so there was nothing to recover from")
+    if not recs:
+        ids = ", ".join(f.id for f in h.faults)
+        return failed(name, expected, None, f"no worker restarted after fault(s) {ids}: no recovery happened")
+    broken = [r.fault_id for r in recs if r.first_step_at is None]
+    if broken:
+        return failed(name, expected, None, f"after fault(s) {', '.join(broken)} workers restarted "
+                                            "but never completed a training step")
+    return None
+
+
+def recovered_from(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    if e.recovered_from is None and e.resumed_at_step is None:
+        return None
+    name = "recovered_from"
+    expected = e.recovered_from if e.resumed_at_step is None else f"{e.recovered_from or 'any tier'} @ step {e.resumed_at_step}"
+    if (pre := _preconditions(name, expected, h, recs)) is not None:
+        return pre
+    if any(r.tier is None for r in recs):
+        return not_evaluated(name, expected, "the restarted trainer reported no checkpoint tier "
+                                             "(no checkpoint_loaded event with 'tier')")
+    observed = ", ".join(f"{r.tier}@{r.restored_step}" for r in recs)
+    wrong = [r for r in recs if e.recovered_from is not None and r.tier != e.recovered_from]
+    wrong += [r for r in recs if e.resumed_at_step is not None and r.restored_step != e.resumed_at_step
+              and r not in wrong]
+    detail = "; ".join(f"after {r.fault_id}: restored step {r.restored_step} from {r.tier}"
+                       + (f" ({r.source})" if r.source else "") for r in recs)
+    if wrong:
+        return failed(name, expected, observed, f"expected {expected}, but {detail}")
+    return passed(name, expected, observed, detail)
+
+
+def max_lost_steps(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    if e.max_lost_steps is None:
+        return None
+    name, expected = "max_lost_steps", f"<= {e.max_lost_steps}"
+    if (pre := _preconditions(name, expected, h, recs)) is not None:
+        return pre
+    unknown = [r.fault_id for r in recs if r.lost_steps is None]
+    if unknown:
+        return not_evaluated(name, expected, f"restored step or last step before the fault unknown for "
+                                             f"{', '.join(unknown)}")
+    worst = max(recs, key=lambda r: r.lost_steps)
+    detail = "; ".join(f"{r.fault_id}: last step {r.step_before_fault}, resumed at {r.restored_step} "
+                       f"-> {r.lost_steps} lost" for r in recs)
+    ok = worst.lost_steps <= e.max_lost_steps
+    return (passed if ok else failed)(name, expected, worst.lost_steps, detail)
+
+
+def _breakdown(r: Recovery) -> str:
+    def f(x):
+        return "?" if x is None else f"{x:.2f}s"
+    return (f"{r.fault_id}: total {f(r.total_s)} = detection {f(r.detection_s)} + rendezvous {f(r.rendezvous_s)}"
+            f" + restore {f(r.restore_s)} + first step {f(r.first_step_s)}")
+
+
+def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    if e.max_recovery_seconds is None:
+        return None
+    name, expected = "max_recovery_seconds", f"<= {e.max_recovery_seconds:g}"
+    if (pre := _preconditions(name, expected, h, recs)) is not None:
+        return pre
+    worst = max(recs, key=lambda r: r.total_s)
+    detail = "; ".join(_breakdown(r) for r in recs)
+    ok = worst.total_s <= e.max_recovery_seconds
+    return (passed if ok else failed)(name, expected, worst.total_s, detail)
+
+
+def world_size_after(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    if e.world_size_after is None:
+        return None
+    name, expected = "world_size_after", e.world_size_after
+    if (pre := _preconditions(name, expected, h, recs)) is not None:
+        return pre
+    last = recs[-1]
+    detail = f"after {last.fault_id}: world size {last.world_size_before} -> {last.world_size_after}"
+    ok = last.world_size_after == e.world_size_after
+    return (passed if ok else failed)(name, expected, last.world_size_after, detail)
+
+
+def world_size_sequence(h: History) -> list[int]:
+    seq: list[int] = []
+    for ev in h.of("step"):
+        ws = ev.get("world_size")
+        if ws is not None and (not seq or seq[-1] != ws):
+            seq.append(int(ws))
+    return seq
+
+
+def world_sizes(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    if e.world_sizes is None:
+        return None
+    name, expected = "world_sizes", e.world_sizes
+    if not h.of("step"):
+        return not_evaluated(name, expected, NO_EVENTS if not h.events else "no step events were recorded")
+    seq = world_size_sequence(h)
+    ok = seq == e.world_sizes
+    return (passed if ok else failed)(name, expected, seq, f"world size over the run (steps): {seq}")

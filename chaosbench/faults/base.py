@@ -1,0 +1,91 @@
+"""What every fault is: a small object that injects itself into a cluster and heals itself.
+
+Faults call only the cluster's primitives (chaosbench/cluster/base.py) and the proxy/S3 control
+APIs, and every inject/heal is written to the fault log before it returns, so checks can read
+exactly when the system under test was disturbed.
+"""
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+
+class FaultParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class NodeParams(FaultParams):
+    node: str = "random"   # 'node-N', or 'random' (chosen with the run's seed among current nodes)
+
+
+class FaultLog:
+    """Appends one JSON line per action to faults.jsonl (thread-safe, flushed per line)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def record(self, fault_id: str, fault: str, action: str, target: str, params: dict[str, Any]) -> float:
+        ts = time.time()
+        line = json.dumps({"ts": ts, "id": fault_id, "fault": fault, "action": action,
+                           "target": target, "params": params}, default=str)
+        with self._lock, open(self.path, "a") as f:
+            f.write(line + "\n")
+        return ts
+
+
+@dataclass
+class FaultContext:
+    cluster: Any                       # chaosbench.cluster.base.Cluster
+    log: FaultLog
+    rng: random.Random
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Fault:
+    name: ClassVar[str]
+    help: ClassVar[str]
+    Params: ClassVar[type[FaultParams]] = FaultParams
+    needs: ClassVar[tuple[str, ...]] = ()              # cluster primitives this fault calls
+    default_duration_s: ClassVar[float | None] = None  # heal after this long when the scenario says nothing
+    healable: ClassVar[bool] = True                    # False: a one-shot action with nothing to undo
+
+    def __init__(self, fault_id: str, params: FaultParams, ctx: FaultContext):
+        self.id = fault_id
+        self.p = params
+        self.ctx = ctx
+        self.target = ""
+        self.injected = False
+
+    @property
+    def cluster(self):
+        return self.ctx.cluster
+
+    def pick_node(self, node: str) -> str:
+        nodes = self.cluster.node_names()
+        if node == "random":
+            return self.ctx.rng.choice(sorted(nodes))
+        return node
+
+    # subclasses implement these two
+    def _inject(self) -> None: raise NotImplementedError
+    def _heal(self) -> None: pass
+
+    def inject(self) -> float:
+        self._inject()
+        self.injected = True
+        return self.ctx.log.record(self.id, self.name, "inject", self.target, self.p.model_dump())
+
+    def heal(self) -> float | None:
+        if not (self.injected and self.healable):
+            return None
+        self._heal()
+        self.injected = False
+        return self.ctx.log.record(self.id, self.name, "heal", self.target, self.p.model_dump())

@@ -1,0 +1,83 @@
+"""Faults on the supporting services: etcd and the S3 endpoint."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import field_validator
+
+from chaosbench.faults.base import Fault, FaultParams
+from chaosbench.faults.proxy_api import proxy_client
+from chaosbench.faults.registry import register
+
+
+class ServiceParams(FaultParams):
+    service: Literal["etcd", "s3"]
+
+
+@register
+class KillService(Fault):
+    name = "kill_service"
+    help = "kill etcd or the S3 endpoint; healed by starting it again"
+    Params = ServiceParams
+    needs = ("kill_service", "start_service")
+
+    def _inject(self):
+        self.target = self.p.service
+        self.cluster.kill_service(self.p.service)
+
+    def _heal(self):
+        self.cluster.start_service(self.p.service)
+
+
+@register
+class PauseService(Fault):
+    name = "pause_service"
+    help = "freeze etcd or the S3 endpoint (requests hang); healed by unfreezing"
+    Params = ServiceParams
+    needs = ("pause_service", "unpause_service")
+
+    def _inject(self):
+        self.target = self.p.service
+        self.cluster.pause_service(self.p.service)
+
+    def _heal(self):
+        self.cluster.unpause_service(self.p.service)
+
+
+@register
+class S3Outage(Fault):
+    name = "s3_outage"
+    help = "make S3 unreachable from the trainers (proxy route disabled); healed by restoring the route"
+
+    def _inject(self):
+        self.target = "s3"
+        proxy_client(self.cluster).set_enabled("s3", False)
+
+    def _heal(self):
+        proxy_client(self.cluster).set_enabled("s3", True)
+
+
+@register
+class S3Error(Fault):
+    name = "s3_error"
+    help = "make the S3 endpoint answer every request with 403 (refused credentials) or 503 SlowDown"
+
+    class Params(FaultParams):
+        mode: Literal["403", "503"] = "503"
+
+        @field_validator("mode", mode="before")
+        @classmethod
+        def _as_text(cls, v):
+            return str(v)   # YAML reads 403 as a number
+
+    def _inject(self):
+        self.target = "s3"
+        _set_s3(self.cluster, self.p.mode)
+
+    def _heal(self):
+        _set_s3(self.cluster, "ok")
+
+
+def _set_s3(cluster, mode: str) -> None:
+    from chaosbench.services.s3 import set_s3_fault
+    set_s3_fault(cluster.s3_endpoint, mode)

@@ -1,0 +1,36 @@
+"""Live view of a run for the progress display and the stop conditions (not for checks)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Progress:
+    phase: str = "starting"                 # harness phase: starting, cluster_up, training, collecting, checks, done
+    step: int = 0                           # highest step any rank reported
+    world_size: int | None = None
+    trainer_phases: dict[str, str] = field(default_factory=dict)   # node -> latest trainer phase
+    faults_injected: int = 0
+    faults_pending: int = 0
+    checks_pending: int = 0
+    events_seen: int = 0
+    last_progress_at: float = field(default_factory=time.time)
+    finished_nodes: set[str] = field(default_factory=set)          # nodes whose ranks emitted run_complete
+    message: str = ""
+
+    def update(self, ev: dict) -> None:
+        self.events_seen += 1
+        name = ev.get("event")
+        node = str(ev.get("node", "?"))
+        if name == "step":
+            step = int(ev.get("step", 0))
+            if step > self.step:
+                self.step = step
+                self.last_progress_at = time.time()
+            self.world_size = ev.get("world_size", self.world_size)
+        elif name == "phase":
+            self.trainer_phases[node] = str(ev.get("phase"))
+            self.last_progress_at = time.time()   # a restarting trainer is not stuck
+        elif name == "run_complete":
+            self.finished_nodes.add(node)

@@ -1,0 +1,65 @@
+"""Incremental reader of the trainers' events-*.jsonl files.
+
+Files are appended to by several processes; a reader may see the half-written last line of a
+killed process, which it must skip (docs/events.md). We keep a byte offset per file and consume
+only complete lines.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+class EventTail:
+    def __init__(self, events_dir: Path, pattern: str = "events-*.jsonl"):
+        self.dir = Path(events_dir)
+        self.pattern = pattern
+        self._offsets: dict[Path, int] = {}
+
+    def poll(self) -> list[dict]:
+        """New complete events from every file, in timestamp order."""
+        out: list[dict] = []
+        if not self.dir.is_dir():
+            return out
+        for path in sorted(self.dir.glob(self.pattern)):
+            out += self._read_new(path)
+        out.sort(key=lambda e: e.get("ts", 0.0))
+        return out
+
+    def _read_new(self, path: Path) -> list[dict]:
+        start = self._offsets.get(path, 0)
+        try:
+            with open(path, "rb") as f:
+                f.seek(start)
+                chunk = f.read()
+        except OSError:
+            return []
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return []
+        self._offsets[path] = start + end + 1
+        return list(parse_lines(chunk[: end + 1].decode("utf-8", "replace").splitlines()))
+
+
+def parse_lines(lines) -> list[dict]:
+    out = []
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue   # a torn line from a killed writer
+        if isinstance(ev, dict) and "event" in ev:
+            out.append(ev)
+    return out
+
+
+def read_events(events_dir: Path) -> list[dict]:
+    """Every complete event of a finished run, sorted by time (torn last lines skipped)."""
+    events: list[dict] = []
+    for path in sorted(Path(events_dir).glob("events-*.jsonl")):
+        events += parse_lines(path.read_text(errors="replace").splitlines())
+    events.sort(key=lambda e: e.get("ts", 0.0))
+    return events

@@ -1,0 +1,133 @@
+"""`result.json`, the run record (schema in docs/result.md). The HTML report renders from it."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+
+class ScenarioRef(BaseModel):
+    name: str
+    file: str | None = None
+    description: str = ""
+
+
+class ClusterShape(BaseModel):
+    nodes: int
+    procs_per_node: int = 1
+    min_nodes: int
+    max_nodes: int
+    rendezvous: str
+
+
+class FaultRecord(BaseModel):
+    id: str
+    type: str
+    target: str = ""
+    trigger: str = ""
+    params: dict[str, Any] = Field(default_factory=dict)
+    injected_at: float | None = None
+    healed_at: float | None = None
+    error: str | None = None          # the fault could not be injected/healed
+
+
+class Recovery(BaseModel):
+    fault_id: str
+    injected_at: float
+    detected_at: float | None = None
+    rendezvous_done_at: float | None = None
+    restored_at: float | None = None
+    first_step_at: float | None = None
+    detection_s: float | None = None
+    rendezvous_s: float | None = None
+    restore_s: float | None = None
+    first_step_s: float | None = None
+    total_s: float | None = None
+    tier: str | None = None
+    restored_step: int | None = None
+    source: str | None = None
+    bytes: int | None = None
+    restore_duration_s: float | None = None
+    step_before_fault: int | None = None   # the last step any rank completed before the restart
+    lost_steps: int | None = None
+    world_size_before: int | None = None
+    world_size_after: int | None = None
+
+
+CheckStatus = Literal["passed", "failed", "not_evaluated"]
+
+
+class CheckResult(BaseModel):
+    name: str
+    status: CheckStatus
+    expected: Any = None
+    observed: Any = None
+    reason: str = ""
+    optional: bool = False
+
+    @property
+    def blocking(self) -> bool:
+        """Does this result fail the run? (not evaluated counts unless the scenario made it optional)"""
+        return self.status == "failed" or (self.status == "not_evaluated" and not self.optional)
+
+
+class TierStats(BaseModel):
+    saves: int = 0
+    failures: int = 0
+    skipped: int = 0
+    errors: list[str] = Field(default_factory=list)
+    stall_s_median: float | None = None
+    total_s_median: float | None = None
+    bytes_median: int | None = None
+    throughput_mb_s: float | None = None
+
+
+class Timeline(BaseModel):
+    steps: list[dict[str, Any]] = Field(default_factory=list)
+    world_size: list[list[float]] = Field(default_factory=list)
+    restarts: list[dict[str, Any]] = Field(default_factory=list)
+    rendezvous: list[dict[str, Any]] = Field(default_factory=list)
+    checkpoints: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Goodput(BaseModel):
+    baseline_steps_per_s: float | None = None
+    overall_steps_per_s: float | None = None
+    ratio: float | None = None
+
+
+class RunResult(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    run_id: str
+    scenario: ScenarioRef
+    backend: str
+    cluster: ClusterShape
+    seed: int
+    command: str
+    started_at: float
+    finished_at: float | None = None
+    duration_s: float | None = None
+    verdict: Literal["passed", "failed", "error"] = "error"
+    error: str | None = None
+    faults: list[FaultRecord] = Field(default_factory=list)
+    recoveries: list[Recovery] = Field(default_factory=list)
+    checks: list[CheckResult] = Field(default_factory=list)
+    checkpoints: dict[str, TierStats] = Field(default_factory=dict)
+    timeline: Timeline = Field(default_factory=Timeline)
+    goodput: Goodput = Field(default_factory=Goodput)
+    files: dict[str, str] = Field(default_factory=lambda: {"report": "report.html", "junit": "junit.xml",
+                                                           "events": "events", "logs": "logs"})
+
+    def write(self, run_dir: Path) -> Path:
+        path = Path(run_dir) / "result.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(self.model_dump_json(indent=2))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def read(cls, run_dir: Path) -> "RunResult":
+        return cls.model_validate_json((Path(run_dir) / "result.json").read_text())

@@ -1,0 +1,195 @@
+"""Load scenario YAML with errors that name the file, the line, the field and the valid choices.
+
+Nothing is started before a scenario parses: the runner and `chaosbench validate` both come here.
+"""
+from __future__ import annotations
+
+import difflib
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from chaosbench.scenario.model import Scenario
+
+
+class ScenarioError(ValueError):
+    """A scenario file is invalid. `problems` holds one line per error (CLI exit code 2)."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__(f"{source}: invalid scenario\n" + "\n".join(f"  {p}" for p in problems))
+
+
+# -- YAML with line numbers -------------------------------------------------------------------
+def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Map each key path, e.g. ('faults', 0, 'kill_node', 'node'), to its 1-based line."""
+    out = {} if out is None else out
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value
+            out[path + (key,)] = k.start_mark.line + 1
+            _line_map(v, path + (key,), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            out[path + (i,)] = v.start_mark.line + 1
+            _line_map(v, path + (i,), out)
+    return out
+
+
+def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
+    for n in range(len(loc), -1, -1):
+        if loc[:n] in lines:
+            return lines[loc[:n]]
+    return None
+
+
+def _fmt_loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _model_at(loc: tuple) -> type[BaseModel] | None:
+    """The pydantic model class that holds the field at loc (to list valid keys for a typo)."""
+    cls: Any = Scenario
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or part not in cls.model_fields:
+            return None
+        ann = cls.model_fields[part].annotation
+        for cand in (ann, *typing.get_args(ann), *[a for t in typing.get_args(ann) for a in typing.get_args(t)]):
+            if isinstance(cand, type) and issubclass(cand, BaseModel):
+                cls = cand
+                break
+        else:
+            return None
+    return cls if isinstance(cls, type) and issubclass(cls, BaseModel) else None
+
+
+def _explain(err: dict, loc: tuple) -> str:
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        model = _model_at(loc)
+        if model is not None:
+            valid = [k for k in model.model_fields if k not in ("kind", "params")]
+            close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            return f"unknown key '{loc[-1]}'{hint}; valid keys: {', '.join(valid)}"
+        return f"unknown key '{loc[-1]}'"
+    return msg
+
+
+def _problems(exc: ValidationError, lines: dict, source: str, prefix: tuple = ()) -> list[str]:
+    out = []
+    for err in exc.errors():
+        loc = prefix + tuple(err["loc"])
+        line = _line_for(lines, loc)
+        where = f"{source}:{line}" if line else source
+        out.append(f"{where}: {_fmt_loc(loc)}: {_explain(err, loc)}")
+    return out
+
+
+# -- entry points -------------------------------------------------------------------------------
+def parse_scenario(data: Any, source: str = "<scenario>", lines: dict[tuple, int] | None = None) -> Scenario:
+    from chaosbench.faults.registry import validate_params
+    lines = lines or {}
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [f"{source}: the top level must be a mapping with at least 'name'"])
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(source, _problems(e, lines, source)) from None
+    problems = []
+    for i, fault in enumerate(scenario.faults):
+        try:
+            fault.params = validate_params(fault.kind, fault.params).model_dump()
+        except ValidationError as e:
+            problems += _problems(e, lines, source, ("faults", i, fault.kind))
+        for key in ("node", "nodes", "peers"):
+            names = fault.params.get(key)
+            names = [names] if isinstance(names, str) else (names or [])
+            valid = scenario.node_names() + ["random"]
+            for name in names:
+                if name not in valid and fault.kind != "add_node":
+                    loc = ("faults", i, fault.kind, key)
+                    problems.append(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: no node '{name}' in "
+                                    f"a {scenario.cluster.nodes}-node cluster; valid: {', '.join(valid)}")
+    problems += _cross_checks(scenario, lines, source)
+    if problems:
+        raise ScenarioError(source, problems)
+    return scenario
+
+
+def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
+    out = []
+
+    def add(loc: tuple, msg: str):
+        out.append(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {msg}")
+
+    e, c = s.expect, s.cluster
+    for field, value in (("world_size_after", e.world_size_after),):
+        if value is not None and value > c.elastic.max_nodes * c.procs_per_node:
+            add(("expect", field), f"{value} exceeds max_nodes x procs_per_node "
+                                   f"({c.elastic.max_nodes} x {c.procs_per_node})")
+    if e.within_seconds is not None and e.reaches_step is None:
+        add(("expect", "within_seconds"), "within_seconds needs reaches_step")
+    for i, f in enumerate(s.faults):
+        if e.reaches_step is not None and f.at.step is not None and f.at.step >= e.reaches_step:
+            add(("faults", i, "at", "step"), f"trigger step {f.at.step} is not before expect.reaches_step "
+                                             f"{e.reaches_step}: the fault would never fire")
+    if s.trainer.command is None and s.trainer.config is None:
+        add(("trainer",), "give either trainer.config (the reference trainer) or trainer.command (your own)")
+    return out
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ScenarioError(source, [f"{source}: cannot read: {e.strerror}"]) from None
+    try:
+        node = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise ScenarioError(source, [f"{where}: not valid YAML: {getattr(e, 'problem', e)}"]) from None
+    lines = _line_map(node) if node is not None else {}
+    scenario = parse_scenario(data, source, lines)
+    _check_paths(scenario, path, lines, source)
+    return scenario
+
+
+def _check_paths(s: Scenario, path: Path, lines: dict, source: str) -> None:
+    cfg = s.trainer.config
+    if s.trainer.command is None and cfg and resolve_trainer_config(cfg, path) is None:
+        loc = ("trainer", "config")
+        raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.config: file '{cfg}' not found "
+                                     f"(relative to the current directory or {path.parent})"])
+
+
+def resolve_trainer_config(cfg: str, scenario_path: Path | None = None) -> Path | None:
+    for base in (Path.cwd(), scenario_path.parent if scenario_path else None, Path(__file__).parents[2]):
+        if base is not None and (base / cfg).is_file():
+            return (base / cfg).resolve()
+    return None
+
+
+def find_scenarios(paths: list[str | Path]) -> list[Path]:
+    """Files as given; directories expanded to their *.yaml / *.yml files, sorted."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(q for q in p.iterdir() if q.suffix in (".yaml", ".yml"))
+        else:
+            out.append(p)
+    return out

@@ -1,0 +1,224 @@
+"""The scenario file, as a pydantic model.
+
+A scenario names the cluster, the trainer, the faults with their triggers, and the expectations.
+Fault parameters are validated per fault type by the fault registry (see `loader.parse_scenario`),
+so this module knows only the shape common to every fault entry.
+"""
+from __future__ import annotations
+
+import difflib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Tier = Literal["memory", "nvme", "s3"]
+Backend = Literal["auto", "docker", "local"]
+Rendezvous = Literal["c10d", "etcd-v3", "etcd"]
+CHECK_NAMES = (
+    "recovered_from", "max_lost_steps", "max_recovery_seconds", "world_size_after", "world_sizes",
+    "reaches_step", "no_restart", "loss_continuity", "checkpoints_valid", "no_fatal", "log_regex",
+)
+
+
+class Strict(BaseModel):
+    """Unknown keys are errors (a typo must not silently disable a check)."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Elastic(Strict):
+    min_nodes: int = Field(1, ge=1)
+    max_nodes: int | None = Field(None, ge=1)
+    max_restarts: int = Field(10, ge=0)
+
+
+class ClusterCfg(Strict):
+    backend: Backend = "auto"
+    nodes: int = Field(2, ge=1, le=64)
+    procs_per_node: int = Field(1, ge=1, le=16)
+    elastic: Elastic = Field(default_factory=Elastic)
+    rendezvous: Rendezvous = "c10d"
+    nvme_size_mb: int = Field(256, ge=8)
+    shm_size_mb: int = Field(512, ge=8)
+    persistent_nvme: bool = True
+    rdzv_timeouts: dict[str, float] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.elastic.max_nodes is None:
+            self.elastic.max_nodes = max(self.nodes, self.elastic.min_nodes)
+        if self.elastic.max_nodes < self.elastic.min_nodes:
+            raise ValueError(f"elastic.max_nodes ({self.elastic.max_nodes}) must be >= elastic.min_nodes "
+                             f"({self.elastic.min_nodes})")
+        if not self.elastic.min_nodes <= self.nodes <= self.elastic.max_nodes:
+            raise ValueError(f"nodes ({self.nodes}) must lie within elastic.min_nodes..max_nodes "
+                             f"({self.elastic.min_nodes}..{self.elastic.max_nodes})")
+        return self
+
+
+class TrainerCfg(Strict):
+    config: str | None = "trainer/configs/tiny.yaml"
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    command: list[str] | None = None   # bring-your-own trainer: argv each node runs instead of torchrun+trainer
+
+    @field_validator("overrides")
+    @classmethod
+    def _dotted(cls, v: dict[str, Any]):
+        for key in v:
+            if "." not in key:
+                raise ValueError(f"override '{key}' must be 'section.field' (e.g. checkpoint.checkpoint_interval)")
+        return v
+
+
+class Trigger(Strict):
+    """When a fault fires. Exactly one condition; `delay_s` waits after it holds."""
+    seconds: float | None = Field(None, ge=0, description="wall-clock offset from training start")
+    step: int | None = Field(None, ge=1, description="when any rank reports this step")
+    event: str | None = Field(None, description="a trainer event name, e.g. checkpoint_saved")
+    where: dict[str, Any] = Field(default_factory=dict, description="fields the event must carry")
+    occurrence: int = Field(1, ge=1, description="fire on the Nth matching event")
+    after_fault: str | None = Field(None, description="id of a fault; fires once it healed")
+    delay_s: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _exactly_one(self):
+        set_ = [k for k in ("seconds", "step", "event", "after_fault") if getattr(self, k) is not None]
+        if len(set_) != 1:
+            raise ValueError("a trigger needs exactly one of: seconds, step, event, after_fault "
+                             f"(got {', '.join(set_) or 'none'})")
+        if self.where and self.event is None:
+            raise ValueError("'where' only applies to an 'event' trigger")
+        return self
+
+    def describe(self) -> str:
+        if self.step is not None:
+            text = f"at step {self.step}"
+        elif self.seconds is not None:
+            text = f"at {self.seconds:g} s"
+        elif self.event is not None:
+            where = ", ".join(f"{k}={v}" for k, v in self.where.items())
+            text = f"on {self.event}" + (f" ({where})" if where else "") + \
+                   (f" #{self.occurrence}" if self.occurrence > 1 else "")
+        else:
+            text = f"after {self.after_fault} healed"
+        return text + (f" +{self.delay_s:g} s" if self.delay_s else "")
+
+
+class Repeat(Strict):
+    times: int = Field(1, ge=1, description="total injections")
+    every_s: float = Field(30.0, gt=0, description="seconds between injections")
+    jitter_s: float = Field(0.0, ge=0, description="random extra delay per repetition (seeded)")
+
+
+class FaultEntry(Strict):
+    """One fault: `{at: {...}, <fault_type>: {params}, duration_s?, repeat?, id?}`."""
+    id: str | None = None
+    at: Trigger
+    kind: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    duration_s: float | None = Field(None, ge=0, description="heal after this long (None: never, or at once "
+                                     "for one-shot faults)")
+    repeat: Repeat | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_kind(cls, data: Any):
+        from chaosbench.faults.registry import fault_names
+        if not isinstance(data, dict) or "kind" in data:
+            return data
+        common = set(cls.model_fields) - {"kind", "params"}
+        kinds = [k for k in data if k not in common]
+        names = fault_names()
+        if len(kinds) != 1:
+            found = ", ".join(kinds) or "none"
+            raise ValueError(f"each fault needs exactly one fault type key (found: {found}); "
+                             f"valid fault types: {', '.join(names)}")
+        kind = kinds[0]
+        if kind not in names:
+            close = difflib.get_close_matches(kind, names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"unknown fault type '{kind}'{hint}; valid fault types: {', '.join(names)}")
+        out = {k: v for k, v in data.items() if k in common}
+        out["kind"] = kind
+        out["params"] = data[kind] or {}
+        return out
+
+
+class LogRegex(Strict):
+    pattern: str
+    expect: Literal["present", "absent"] = "present"
+    node: str | None = None   # limit to one node's log; default all logs
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str):
+        import re
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"not a valid regular expression: {e}") from None
+        return v
+
+
+class LossContinuity(Strict):
+    max_increase: float = Field(0.25, ge=0, description="allowed relative loss increase after a restore")
+
+
+class Expect(Strict):
+    recovered_from: Tier | None = None
+    resumed_at_step: int | None = Field(None, ge=0)
+    max_lost_steps: int | None = Field(None, ge=0)
+    max_recovery_seconds: float | None = Field(None, gt=0)
+    world_size_after: int | None = Field(None, ge=1)
+    world_sizes: list[int] | None = None
+    reaches_step: int | None = Field(None, ge=1)
+    within_seconds: float | None = Field(None, gt=0, description="time budget for reaches_step")
+    no_restart: bool | None = None
+    loss_continuity: LossContinuity | bool | None = None
+    checkpoints_valid: bool | None = None
+    no_fatal: bool | None = None
+    log_regex: list[LogRegex] = Field(default_factory=list)
+    optional: list[str] = Field(default_factory=list, description="checks allowed to be not evaluated")
+
+    @field_validator("optional")
+    @classmethod
+    def _known_checks(cls, v: list[str]):
+        for name in v:
+            if name not in CHECK_NAMES:
+                raise ValueError(f"unknown check '{name}'; valid checks: {', '.join(CHECK_NAMES)}")
+        return v
+
+
+class RunCfg(Strict):
+    timeout_s: float = Field(600.0, gt=0, description="hard limit for the whole run")
+    stuck_after_s: float = Field(120.0, gt=0, description="stop when no rank made progress for this long")
+    settle_s: float = Field(0.0, ge=0, description="keep observing this long after reaches_step")
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    cluster: ClusterCfg = Field(default_factory=ClusterCfg)
+    trainer: TrainerCfg = Field(default_factory=TrainerCfg)
+    faults: list[FaultEntry] = Field(default_factory=list)
+    expect: Expect = Field(default_factory=Expect)
+    run: RunCfg = Field(default_factory=RunCfg)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _fault_ids(self):
+        seen: set[str] = set()
+        for i, f in enumerate(self.faults):
+            f.id = f.id or f"f{i + 1}"
+            if f.id in seen:
+                raise ValueError(f"duplicate fault id '{f.id}'")
+            seen.add(f.id)
+        for f in self.faults:
+            ref = f.at.after_fault
+            if ref is not None and (ref not in seen or ref == f.id):
+                raise ValueError(f"fault '{f.id}': after_fault '{ref}' names no other fault; "
+                                 f"fault ids: {', '.join(sorted(seen))}")
+        return self
+
+    def node_names(self) -> list[str]:
+        return [f"node-{i}" for i in range(self.cluster.nodes)]
