@@ -1,4 +1,7 @@
+import contextlib
 import os
+import socket
+import subprocess
 import shutil
 import uuid
 
@@ -35,7 +38,56 @@ def shm_dir():
         shutil.rmtree(path, ignore_errors=True)
 
 
-def toy_state(step, seed=0, n=1000):
-    g = torch.Generator().manual_seed(seed + step)
-    return {"step": step, "model": {"w": torch.randn(n, generator=g), "b": torch.zeros(3)},
-            "optimizer": {"state": {}, "param_groups": [{"lr": 0.1, "params": [0, 1]}]}}
+@contextlib.contextmanager
+def _tmpfs(path, size, readonly=False):
+    os.makedirs(path, exist_ok=True)
+    opts = f"size={size}" + (",ro" if readonly else "")
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)],
+                          capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs (needs root/CAP_SYS_ADMIN): {proc.stderr.strip()}")
+    try:
+        yield str(path)
+    finally:
+        subprocess.run(["umount", "-l", str(path)], timeout=30, check=False)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A real 2 MB filesystem that fills up (ENOSPC)."""
+    with _tmpfs(tmp_path / "small", "2m") as path:
+        yield path
+
+
+@pytest.fixture
+def readonly_fs(tmp_path):
+    """A real read-only filesystem (EROFS even for root)."""
+    with _tmpfs(tmp_path / "ro", "1m", readonly=True) as path:
+        yield path
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real moto S3 server over HTTP on a free loopback port."""
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint, monkeypatch):
+    import boto3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    name = f"ckpt-{uuid.uuid4().hex[:8]}"
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(Bucket=name)
+    return s3_endpoint, name
