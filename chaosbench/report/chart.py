@@ -1,0 +1,226 @@
+"""Timeline chart geometry: training step vs time per node/rank, faults, restarts, saves.
+
+This module computes coordinates only; the template draws them as inline SVG, so every label
+goes through Jinja's autoescaping and the page needs no JavaScript charting library.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+WIDTH = 1100
+LEFT, RIGHT = 92, 24
+TOP = 46  # room for two rows of fault labels above the plot
+MAIN_H = 250
+WS_H = 56
+LANE_H = 20
+GAP = 14
+TIERS = ("memory", "nvme", "s3")
+MAX_POINTS = 1500  # per series; a long run is thinned, its last point always kept
+
+PALETTE = ("#2563eb", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#b45309")
+FAULT_COLOURS = ("#dc2626", "#ea580c", "#be123c", "#9333ea")
+
+
+@dataclass
+class Series:
+    label: str
+    colour: str
+    segments: list[str]  # SVG "points" strings, one per incarnation (restart_count)
+    last_step: int
+    width: float  # ranks in lockstep draw on top of each other: earlier series are drawn wider
+
+
+@dataclass
+class Mark:
+    x: float
+    y: float
+    title: str
+    ok: bool = True
+
+
+@dataclass
+class FaultBand:
+    x: float
+    w: float
+    label: str
+    title: str
+    colour: str
+    open_end: bool  # shaded to the first step after it, not to a heal
+
+
+@dataclass
+class Tick:
+    pos: float
+    label: str
+
+
+@dataclass
+class Chart:
+    width: int
+    height: int
+    left: int
+    right_x: float
+    main_top: float
+    main_bottom: float
+    ws_top: float
+    ws_bottom: float
+    lanes: list[tuple[str, float]]  # (label, centre y)
+    x_ticks: list[Tick]
+    y_ticks: list[Tick]
+    ws_ticks: list[Tick]
+    series: list[Series] = field(default_factory=list)
+    faults: list[FaultBand] = field(default_factory=list)
+    ws_path: str = ""
+    ws_labels: list[Mark] = field(default_factory=list)
+    saves: dict[str, list[Mark]] = field(default_factory=dict)
+    restarts: list[Mark] = field(default_factory=list)
+    rendezvous: list[Mark] = field(default_factory=list)
+    restart_lines: list[float] = field(default_factory=list)
+    empty: bool = False
+
+
+def nice_ticks(lo: float, hi: float, count: int = 6) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / count
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    out, v = [], first
+    while v <= hi + step * 1e-9:
+        out.append(round(v, 10))
+        v += step
+    return out
+
+
+def _fmt_tick(v: float) -> str:
+    return f"{v:g}" if abs(v) < 1e5 else f"{v:.3g}"
+
+
+def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
+    steps = timeline["steps"]
+    all_ts = [r["ts"] for r in steps]
+    all_ts += [p[0] for p in timeline["world_size"]]
+    all_ts += [r["ts"] for key in ("restarts", "rendezvous", "checkpoints") for r in timeline[key]]
+    faults = [f for f in result.get("faults") or [] if isinstance(f.get("injected_at"), (int, float))]
+    all_ts += [f["injected_at"] for f in faults]
+    t0 = result.get("started_at") if isinstance(result.get("started_at"), (int, float)) else None
+    t1 = result.get("finished_at") if isinstance(result.get("finished_at"), (int, float)) else None
+    if t0 is None or (all_ts and t0 > min(all_ts)):
+        t0 = min(all_ts) if all_ts else 0.0
+    if t1 is None or (all_ts and t1 < max(all_ts)):
+        t1 = max(all_ts) if all_ts else t0 + 1.0
+    if t1 - t0 < 1e-6:
+        t1 = t0 + 1.0
+
+    right_x = WIDTH - RIGHT
+    main_top, main_bottom = TOP, TOP + MAIN_H
+    ws_top = main_bottom + GAP + 8
+    ws_bottom = ws_top + WS_H
+    lane_names = [f"{t} save" for t in TIERS] + ["restart", "rendezvous"]
+    lane_y0 = ws_bottom + GAP + 4
+    lanes = [(name, lane_y0 + i * LANE_H + LANE_H / 2) for i, name in enumerate(lane_names)]
+    lanes_bottom = lane_y0 + len(lane_names) * LANE_H
+    height = int(lanes_bottom + 30)
+
+    def x(ts: float) -> float:
+        return round(LEFT + (ts - t0) / (t1 - t0) * (right_x - LEFT), 2)
+
+    max_step = max((r["step"] for r in steps), default=0)
+    y_max = max(nice_ticks(0, max_step or 1)[-1], max_step or 1)
+
+    def y(step: float) -> float:
+        return round(main_bottom - step / y_max * (main_bottom - main_top), 2)
+
+    chart = Chart(
+        width=WIDTH, height=height, left=LEFT, right_x=right_x, main_top=main_top,
+        main_bottom=main_bottom, ws_top=ws_top, ws_bottom=ws_bottom, lanes=lanes,
+        x_ticks=[Tick(x(t0 + v), _fmt_tick(v)) for v in nice_ticks(0, t1 - t0, 10)],
+        y_ticks=[Tick(y(v), _fmt_tick(v)) for v in nice_ticks(0, y_max, 5)],
+        ws_ticks=[], empty=not steps,
+    )
+
+    # One series per (node, rank); a new polyline per incarnation so a restart shows as a gap.
+    by_series: dict[tuple, list[dict]] = {}
+    for r in steps:
+        by_series.setdefault((str(r.get("node")), r.get("rank")), []).append(r)
+    ordered = sorted(by_series.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
+    for i, (key, rows) in enumerate(ordered):
+        rows.sort(key=lambda r: r["ts"])
+        stride = max(1, math.ceil(len(rows) / MAX_POINTS))
+        kept = rows[::stride] + ([rows[-1]] if (len(rows) - 1) % stride else [])
+        segments: list[list[str]] = []
+        last_rc = object()
+        for r in kept:
+            if r.get("restart_count") != last_rc:
+                segments.append([])
+                last_rc = r.get("restart_count")
+            segments[-1].append(f"{x(r['ts'])},{y(r['step'])}")
+        node, rank = key
+        label = node if rank is None else f"{node} / rank {rank}"
+        width = 2.0 + 2.0 * max(0, min(len(ordered), 4) - 1 - i)
+        chart.series.append(Series(label, PALETTE[i % len(PALETTE)], [" ".join(s) for s in segments],
+                                   int(rows[-1]["step"]), width))
+
+    recoveries = {r.get("fault_id"): r for r in result.get("recoveries") or []}
+    for i, f in enumerate(faults):
+        start = f["injected_at"]
+        healed = f.get("healed_at")
+        first_step = (recoveries.get(f.get("id")) or {}).get("first_step_at")
+        end = healed if isinstance(healed, (int, float)) else first_step
+        open_end = not isinstance(healed, (int, float))
+        if not isinstance(end, (int, float)) or end < start:
+            end = start
+        label = " ".join(str(v) for v in (f.get("id"), f.get("type"), f.get("target")) if v)
+        until = "healed" if not open_end else ("first step after" if end > start else "no heal, no recovery")
+        title = f"{label}: injected t+{start - t0:.1f}s, {until} t+{end - t0:.1f}s ({f.get('trigger') or ''})"
+        chart.faults.append(FaultBand(x(start), max(2.0, x(end) - x(start)), label, title,
+                                      FAULT_COLOURS[i % len(FAULT_COLOURS)], open_end))
+
+    ws_points = timeline["world_size"]
+    if ws_points:
+        ws_max = max(p[1] for p in ws_points) or 1
+        cluster = result.get("cluster") or {}
+        if isinstance(cluster.get("max_nodes"), int) and isinstance(cluster.get("procs_per_node"), int):
+            ws_max = max(ws_max, cluster["max_nodes"] * cluster["procs_per_node"])
+
+        def wy(ws: float) -> float:
+            return round(ws_bottom - ws / ws_max * (ws_bottom - ws_top - 6), 2)
+
+        path, prev = [], None
+        for ts, ws in sorted(ws_points):
+            if prev is None:
+                path.append(f"M{x(ts)},{wy(ws)}")
+            else:
+                path.append(f"H{x(ts)} V{wy(ws)}")
+            if ws != prev:
+                chart.ws_labels.append(Mark(x(ts), wy(ws), str(ws)))
+            prev = ws
+        path.append(f"H{right_x}")
+        chart.ws_path = " ".join(path)
+        chart.ws_ticks = [Tick(wy(0), "0"), Tick(wy(ws_max), str(ws_max))]
+
+    # A save is the same checkpoint on every rank: one mark per (tier, step, outcome).
+    saves: dict[tuple, dict] = {}
+    for c in sorted(timeline["checkpoints"], key=lambda c: c["ts"]):
+        key = (c.get("tier"), c.get("step"), bool(c.get("ok", True)))
+        entry = saves.setdefault(key, {"ts": c["ts"], "nodes": []})
+        entry["nodes"].append(str(c.get("node")))
+    lane_y = dict(lanes)
+    for (tier, step, ok), entry in saves.items():
+        if tier not in TIERS:
+            continue
+        what = "saved" if ok else "FAILED"
+        title = f"{tier} step {step} {what} t+{entry['ts'] - t0:.1f}s on {', '.join(sorted(set(entry['nodes'])))}"
+        chart.saves.setdefault(tier, []).append(Mark(x(entry["ts"]), lane_y[f"{tier} save"], title, ok))
+    for r in timeline["restarts"]:
+        chart.restarts.append(Mark(x(r["ts"]), lane_y["restart"],
+                                   f"{r.get('node')} restart {r.get('restart_count')} t+{r['ts'] - t0:.1f}s"))
+        chart.restart_lines.append(x(r["ts"]))
+    for r in timeline["rendezvous"]:
+        chart.rendezvous.append(Mark(x(r["ts"]), lane_y["rendezvous"],
+                                     f"{r.get('node')} rendezvous t+{r['ts'] - t0:.1f}s"))
+    return chart

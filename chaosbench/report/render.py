@@ -1,0 +1,77 @@
+"""Render a run directory to report.html + junit.xml, and reports/ to index.html."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from . import fmt
+from .errors import ReportInputError
+from .junit import write_junit
+from .load import load_result, load_run_dir
+from .view import build_context, check_counts, cluster_shape, verdict_of
+
+
+def _env() -> Environment:
+    # Autoescape everything, .j2 included: logs and events are hostile input.
+    env = Environment(loader=PackageLoader("chaosbench.report", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True),
+                      trim_blocks=False, lstrip_blocks=False)
+    env.filters.update(fmt.FILTERS)
+    return env
+
+
+def _write(path: Path, text: str) -> Path:
+    # Write then rename: a CI artifact upload never sees half a report.
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def render_run(run_dir: str | Path) -> Path:
+    """Write run_dir/report.html and run_dir/junit.xml from result.json, events/ and logs/."""
+    run = load_run_dir(run_dir)
+    html = _env().get_template("report.html.j2").render(**build_context(run))
+    write_junit(run.result, Path(run_dir) / "junit.xml")
+    return _write(Path(run_dir) / "report.html", html)
+
+
+def _index_row(run_dir: Path) -> dict[str, Any]:
+    try:
+        r = load_result(run_dir)
+    except ReportInputError as exc:
+        return {"run_id": run_dir.name, "broken": str(exc), "started_at": None}
+    tiers = sorted({rec.get("tier") for rec in r.get("recoveries") or [] if rec.get("tier")})
+    totals = [rec.get("total_s") for rec in r.get("recoveries") or []
+              if isinstance(rec.get("total_s"), (int, float))]
+    report = run_dir / "report.html"
+    return {
+        "run_id": r.get("run_id") or run_dir.name, "dir": run_dir.name, "broken": None,
+        "scenario": (r.get("scenario") or {}).get("name"), "verdict": verdict_of(r),
+        "backend": r.get("backend"), "shape": cluster_shape(r.get("cluster") or {}),
+        "started_at": r.get("started_at"), "duration_s": r.get("duration_s"),
+        "counts": check_counts(r.get("checks") or []), "tiers": tiers,
+        "max_recovery_s": max(totals) if totals else None,
+        "lost_steps": sum(rec.get("lost_steps") or 0 for rec in r.get("recoveries") or [])
+        if any(rec.get("lost_steps") is not None for rec in r.get("recoveries") or []) else None,
+        "goodput": (r.get("goodput") or {}).get("ratio"),
+        "report": f"{run_dir.name}/report.html" if report.is_file() else None,
+    }
+
+
+def render_index(reports_dir: str | Path) -> Path:
+    """Write reports_dir/index.html: one row per run directory (a subfolder with result.json)."""
+    reports_dir = Path(reports_dir)
+    if not reports_dir.is_dir():
+        raise ReportInputError(f"{reports_dir}: not a directory; pass the reports folder (default: reports/)")
+    runs = [_index_row(d) for d in sorted(reports_dir.iterdir())
+            if d.is_dir() and (d / "result.json").is_file()]
+    runs.sort(key=lambda row: row["started_at"] if isinstance(row["started_at"], (int, float)) else 0.0,
+              reverse=True)
+    totals = {v: sum(1 for row in runs if row.get("verdict") == v) for v in ("passed", "failed", "error")}
+    html = _env().get_template("index.html.j2").render(runs=runs, totals=totals)
+    return _write(reports_dir / "index.html", html)

@@ -1,0 +1,136 @@
+"""Turn a loaded run directory into what the report template shows, headline first.
+
+The headline answers the four questions the report exists for: what happened, did we recover
+from the right tier, how long did it take, what did it cost.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .chart import TIERS, build_chart
+from .load import RunDir
+from .schema import with_defaults
+from .timeline import timeline_of
+
+PHASES = (("detection", "detection_s"), ("rendezvous", "rendezvous_s"),
+          ("restore", "restore_s"), ("first step", "first_step_s"))
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def cluster_shape(cluster: dict[str, Any]) -> str:
+    if not cluster:
+        return "not recorded"
+    nodes, procs = cluster.get("nodes"), cluster.get("procs_per_node")
+    parts = [f"{nodes if nodes is not None else '?'} nodes × {procs if procs is not None else '?'} proc"]
+    lo, hi = cluster.get("min_nodes"), cluster.get("max_nodes")
+    if lo is not None or hi is not None:
+        parts.append(f"elastic {lo if lo is not None else '?'}–{hi if hi is not None else '?'}")
+    if cluster.get("rendezvous"):
+        parts.append(f"rendezvous {cluster['rendezvous']}")
+    return ", ".join(parts)
+
+
+def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
+    c = Counter(str(ch.get("status")) for ch in checks)
+    return {"passed": c["passed"], "failed": c["failed"], "not_evaluated": c["not_evaluated"],
+            "total": len(checks)}
+
+
+def verdict_of(result: dict[str, Any]) -> str:
+    v = result.get("verdict")
+    return v if v in ("passed", "failed", "error") else "unknown"
+
+
+def _recovery_row(rec: dict[str, Any], fault: dict[str, Any] | None) -> dict[str, Any]:
+    phases = [(name, rec.get(key)) for name, key in PHASES]
+    known = sum(v for _, v in phases if _num(v) and v > 0)
+    total = rec.get("total_s")
+    scale = total if _num(total) and total > 0 else known
+    bar = [{"name": name, "s": v, "pct": round(100 * v / scale, 2)}
+           for name, v in phases if _num(v) and v > 0 and scale]
+    return {"rec": rec, "fault": fault or {}, "phases": phases, "bar": bar,
+            "missing_phases": [name for name, v in phases if v is None]}
+
+
+def headline(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """One plain sentence per fault, then the failing checks: the ten-second answer."""
+    lines = []
+    for row in rows:
+        f, r = row["fault"], row["rec"]
+        what = " ".join(str(v) for v in (f.get("type"), f.get("target")) if v) or str(r.get("fault_id"))
+        trig = f" ({f['trigger']})" if f.get("trigger") else ""
+        tier = r.get("tier")
+        step = r.get("restored_step")
+        parts = [f"{what}{trig}: "]
+        parts.append(f"recovered from {tier}" if tier else "restore tier not measured")
+        if step is not None:
+            parts.append(f" at step {step}")
+        if _num(r.get("total_s")):
+            parts.append(f" in {r['total_s']:.1f} s")
+        if r.get("lost_steps") is not None:
+            parts.append(f", {r['lost_steps']} steps lost")
+        ws0, ws1 = r.get("world_size_before"), r.get("world_size_after")
+        if ws0 is not None and ws1 is not None:
+            parts.append(f", world size {ws0} → {ws1}")
+        lines.append("".join(parts) + ".")
+    faults_without = [f for f in result.get("faults") or []
+                      if f.get("id") not in {row["rec"].get("fault_id") for row in rows}]
+    for f in faults_without:
+        what = " ".join(str(v) for v in (f.get("type"), f.get("target")) if v)
+        lines.append(f"{what}: no recovery recorded.")
+    return lines
+
+
+def tier_rows(checkpoints: dict[str, Any]) -> list[dict[str, Any]]:
+    names = list(TIERS) + [t for t in checkpoints if t not in TIERS]
+    rows = []
+    for tier in names:
+        stats = checkpoints.get(tier)
+        stats = stats if isinstance(stats, dict) else {}
+        errors = stats.get("errors") if isinstance(stats.get("errors"), list) else []
+        grouped = Counter(e if isinstance(e, str) else repr(e) for e in errors)
+        rows.append({"tier": tier, "stats": stats, "recorded": bool(stats),
+                     "errors": grouped.most_common()})
+    return rows
+
+
+def build_context(run: RunDir) -> dict[str, Any]:
+    r = with_defaults(run.result)
+    faults = r.get("faults") or []
+    fault_by_id = {f.get("id"): f for f in faults}
+    recovery_rows = [_recovery_row(rec, fault_by_id.get(rec.get("fault_id")))
+                     for rec in r.get("recoveries") or []]
+    checks = r.get("checks") or []
+    timeline = timeline_of(r, run.events)
+    chart = build_chart(r, timeline)
+    t0 = r.get("started_at") if _num(r.get("started_at")) else None
+    scenario = r.get("scenario") or {}
+    failing = [c for c in checks if c.get("status") == "failed"
+               or (c.get("status") == "not_evaluated" and not c.get("optional"))]
+    return {
+        "r": r,
+        "run_id": r.get("run_id") or run.path.name,
+        "scenario": scenario,
+        "verdict": verdict_of(r),
+        "shape": cluster_shape(r.get("cluster") or {}),
+        "t0": t0,
+        "faults": faults,
+        "recoveries": recovery_rows,
+        "headline": headline(r, recovery_rows),
+        "failing": failing,
+        "checks": checks,
+        "counts": check_counts(checks),
+        "tiers": tier_rows(r.get("checkpoints") or {}),
+        "goodput": r.get("goodput") or {},
+        "chart": chart,
+        "series_from_events": not (isinstance(r.get("timeline"), dict) and r["timeline"].get("steps")),
+        "logs": run.logs,
+        "event_files": run.event_files,
+        "faults_log": run.faults_log,
+        "exits": run.exits,
+    }
