@@ -105,7 +105,7 @@ def _stale_state(base: str, run_id: str | None, v2_on: bool) -> CheckResult:
     if not v3 and not v2:
         return CheckResult(name, Status.PASS, f"no rendezvous state for run id {run_id!r}")
     host = base.split("://", 1)[1]
-    fixes = []
+    fixes = [f"python -m chaosbench.etcd clean --endpoint {host} --run-id {run_id}"]
     if v3:
         prefix = os.path.commonprefix(v3)
         fixes.append(f"ETCDCTL_API=3 etcdctl --endpoints={host} del --prefix '{prefix}'")
@@ -115,5 +115,5 @@ def _stale_state(base: str, run_id: str | None, v2_on: bool) -> CheckResult:
     return CheckResult(name, Status.WARN,
                        f"{len(v3)} v3 and {len(v2)} v2 keys already exist for run id {run_id!r} "
                        f"(e.g. {', '.join(shown)}): leftover state from an earlier run makes new nodes join "
-                       "a stale round", "if no job with this run id is running, delete it: " + " ; ".join(fixes)
+                       "a stale round", "if no job with this run id is running, delete it: " + " or ".join(fixes)
                        + " — or use a fresh run id", details={"v3_keys": v3, "v2_keys": v2})

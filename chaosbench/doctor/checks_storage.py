@@ -12,6 +12,7 @@ from .target import Target
 
 MB = 1024 * 1024
 SHM = "/dev/shm"
+DEFAULTS = {"memory_dir": "/dev/shm/chaosbench", "nvme_dir": ".chaosbench/nvme"}
 
 
 def _mb(n: float) -> str:
@@ -62,8 +63,9 @@ def storage_checks(t: Target) -> list[CheckResult]:
         size, size_note = None, f"checkpoint size unknown ({where}: model.{e.args[0] if e.args else '?'} missing or invalid)"
     results = []
     for tier in ("nvme_dir", "memory_dir"):
-        if ck.get(tier):
-            results.append(_dir_check(tier, Path(str(ck[tier])), size, size_note, ck))
+        # null means the trainer's default location (trainer/checkpoint/config.py); check its base
+        path = Path(str(ck.get(tier) or DEFAULTS[tier]))
+        results.append(_dir_check(tier, path, size, size_note, ck))
     results.append(_shm_check(ck, size, where))
     return results
 

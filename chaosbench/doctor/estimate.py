@@ -1,4 +1,5 @@
-"""Checkpoint size from the trainer's model section (decoder-only transformer, tied embeddings)."""
+"""Checkpoint size from the trainer's model section (the reference decoder-only transformer: learned
+positions, untied output head unless `tie_embeddings: true`)."""
 from __future__ import annotations
 
 BYTES_PER_PARAM = 4 * 3   # fp32 weights + Adam's two moments
@@ -11,7 +12,8 @@ def param_count(model: dict) -> int:
     per_layer = 4 * d * d + 4 * d          # attention q,k,v,o with biases
     per_layer += 2 * d * ff + ff + d        # MLP up/down with biases
     per_layer += 4 * d                      # two layer norms
-    return vocab * d + seq * d + layers * per_layer + 2 * d
+    head = 0 if model.get("tie_embeddings") else vocab * d
+    return vocab * d + seq * d + layers * per_layer + 2 * d + head
 
 
 def checkpoint_bytes(model: dict) -> int:

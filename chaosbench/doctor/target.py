@@ -42,7 +42,8 @@ class Target:
 
     @property
     def model(self) -> dict:
-        return self.trainer_config.get("model") or {}
+        """The reference trainer keeps it under training.model; a top-level model section also works."""
+        return (self.trainer_config.get("training") or {}).get("model") or self.trainer_config.get("model") or {}
 
 
 def _load_yaml(path: str, what: str) -> dict:
