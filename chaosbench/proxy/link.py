@@ -155,7 +155,7 @@ class Pipe:
         except CloseLink:
             self.link.close()
         except ResetLink:
-            self.link.reset(self.dst)
+            self.link.reset()
         except asyncio.CancelledError:
             pass
         except Exception:                      # a bug here must not take the proxy down
@@ -256,17 +256,13 @@ class Link:
                 side.transport.abort()
         self._finish()
 
-    def reset(self, target: Side) -> None:
-        """RST towards `target` (SO_LINGER 0 discards unsent data), close the other side."""
-        sock = target.transport.get_extra_info("socket") if target.transport else None
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            except OSError:
-                pass
-        if target.transport is not None:
-            target.transport.abort()
-        other = self.upstream if target is self.client else self.client
-        if other.transport is not None:
-            other.transport.close()
-        self._finish()
+    def reset(self) -> None:
+        """RST both peers (SO_LINGER 0 discards unsent data), as Toxiproxy's reset_peer does."""
+        for side in (self.client, self.upstream):
+            sock = side.transport.get_extra_info("socket") if side.transport else None
+            if sock is not None:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                except OSError:
+                    pass
+        self.abort()

@@ -25,7 +25,7 @@ class CloseLink(Exception):
 
 
 class ResetLink(Exception):
-    """End the connection with a TCP RST towards the destination (SO_LINGER 0)."""
+    """End the connection with a TCP RST to both peers (SO_LINGER 0)."""
 
 
 @dataclass
