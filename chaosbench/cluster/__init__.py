@@ -1,0 +1,37 @@
+"""Cluster backends: `create_cluster("docker" | "local", spec)` and what each needs to run here."""
+from __future__ import annotations
+
+import os
+import shutil
+
+from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+
+__all__ = ["Cluster", "ClusterError", "ClusterSpec", "UnsupportedFault", "available_backends",
+           "create_cluster"]
+
+
+def available_backends() -> dict[str, str | None]:
+    """Backend name -> None if usable on this machine, else the reason it is not."""
+    from chaosbench.cluster.docker_cli import docker_unusable
+    from chaosbench.services.etcd_server import ETCD_BINARY
+    local = None
+    if not (os.path.exists(ETCD_BINARY) or shutil.which(ETCD_BINARY)):
+        local = f"etcd binary not found at {ETCD_BINARY} (apt-get install etcd-server, or set CHAOSBENCH_ETCD_BINARY)"
+    return {"docker": docker_unusable(), "local": local}
+
+
+def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
+    """A cluster for `spec` on `backend`; use it as a context manager so teardown always runs.
+
+    docker options: image= (node image tag; default: build/reuse it), toxiproxy_image= (a real
+    Toxiproxy image; default: ours, or $CHAOSBENCH_TOXIPROXY_IMAGE), gpus= (default: auto-detect).
+    """
+    if backend == "docker":
+        from chaosbench.cluster.docker_backend import DockerCluster
+        return DockerCluster(spec, **options)
+    if backend == "local":
+        from chaosbench.cluster.local_backend import LocalCluster
+        if options:
+            raise ClusterError(f"backend 'local' takes no options (got {', '.join(options)})")
+        return LocalCluster(spec)
+    raise ClusterError(f"unknown cluster backend {backend!r}; valid backends: docker, local")

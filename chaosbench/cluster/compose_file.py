@@ -1,0 +1,129 @@
+"""Generate the compose project of one run: services etcd, toxiproxy, s3 and node-0..N-1.
+
+The file is the compose specification without a `version:` key, which Debian's docker-compose 1.29
+and `docker compose` v2 both read. Everything carries labels so a sweep can find leftovers; there
+are no host ports and no fixed names outside the project, so parallel runs never clash.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.launch import S3_BUCKET, node_plan
+
+LABEL_PREFIX = "io.chaosbench"
+ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
+# Ports the proxy listens on inside its container for the two routes.
+PROXY_ETCD_PORT, PROXY_S3_PORT = 2379, 5000
+EVENTS_IN_NODE, NVME_IN_NODE, MEMORY_IN_NODE = "/chaosbench/events", "/nvme", "/dev/shm/chaosbench"
+SERVICES = ("etcd", "toxiproxy", "s3")
+
+
+@dataclass
+class ComposePlan:
+    project: str
+    image: str
+    subnet: ipaddress.IPv4Network
+    owner: str
+    events_host_dir: str
+    nvme_host_dirs: dict[str, str | None] = field(default_factory=dict)   # node -> loop mount, or None: tmpfs
+    gpus: bool = False
+    toxiproxy_image: str | None = None   # a real Toxiproxy image instead of ours
+
+    def ip(self, name: str) -> str:
+        hosts = list(self.subnet.hosts())
+        fixed = {"etcd": 2, "toxiproxy": 3, "s3": 4}
+        if name in fixed:
+            return str(hosts[fixed[name] - 1])
+        return str(hosts[9 + int(name.rsplit("-", 1)[1])])   # node-i -> .10+i
+
+    @property
+    def network(self) -> str:
+        return f"{self.project}_net"
+
+    def container(self, service: str) -> str:
+        return f"{self.project}-{service}"
+
+    def labels(self, role: str) -> dict[str, str]:
+        return {f"{LABEL_PREFIX}.project": self.project, f"{LABEL_PREFIX}.owner": self.owner,
+                f"{LABEL_PREFIX}.role": role}
+
+
+def rdzv_endpoint(plan: ComposePlan, spec: ClusterSpec) -> str:
+    if spec.rendezvous == "c10d":
+        return f"{plan.ip('node-0')}:{C10D_PORT}"    # node-0's agent hosts the c10d store
+    return f"{plan.ip('toxiproxy')}:{PROXY_ETCD_PORT}"   # etcd, through the fault proxy
+
+
+def _service(plan: ComposePlan, name: str, role: str, command: list[str], image: str | None = None,
+             **extra) -> dict:
+    svc = {"image": image or plan.image, "container_name": plan.container(name), "hostname": name,
+           "command": command, "labels": plan.labels(role), "init": True,
+           "networks": {"net": {"ipv4_address": plan.ip(name)}}}
+    svc.update(extra)
+    return svc
+
+
+def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
+    s3_url = f"http://{plan.ip('toxiproxy')}:{PROXY_S3_PORT}"
+    p = node_plan(spec, node, python="python", rdzv_endpoint=rdzv_endpoint(plan, spec), s3_url=s3_url,
+                  events_dir=EVENTS_IN_NODE, nvme_dir=NVME_IN_NODE, memory_dir=MEMORY_IN_NODE)
+    volumes = [f"{plan.events_host_dir}:{EVENTS_IN_NODE}"]
+    tmpfs = []
+    host_nvme = plan.nvme_host_dirs.get(node)
+    if host_nvme:
+        volumes.append(f"{host_nvme}:{NVME_IN_NODE}")
+    else:   # no root for a loop device: a size-limited tmpfs (lost when the container stops)
+        tmpfs.append(f"{NVME_IN_NODE}:size={spec.nvme_size_mb}m")
+    # tmpfs and /dev/shm count against the memory limit: leave room for the trainer on top.
+    mem_mb = spec.shm_size_mb + (0 if host_nvme else spec.nvme_size_mb) + int(
+        os.environ.get("CHAOSBENCH_NODE_MEMORY_MB", "4096"))
+    extra = {"environment": p.env, "volumes": volumes, "shm_size": f"{spec.shm_size_mb}m",
+             "mem_limit": f"{mem_mb}m", "cap_add": ["NET_ADMIN"], "stop_grace_period": "10s"}
+    if tmpfs:
+        extra["tmpfs"] = tmpfs
+    return _service(plan, node, "node", p.argv, **extra)
+
+
+def render(plan: ComposePlan, spec: ClusterSpec, nodes: list[str]) -> dict:
+    etcd_ip = plan.ip("etcd")
+    services = {
+        "etcd": _service(plan, "etcd", "etcd", [
+            "etcd", "--name", "etcd", "--data-dir", "/var/lib/etcd-data", "--enable-v2",
+            "--listen-client-urls", f"http://0.0.0.0:{ETCD_PORT}",
+            "--advertise-client-urls", f"http://{etcd_ip}:{ETCD_PORT}", "--log-level", "warn"]),
+        "s3": _service(plan, "s3", "s3", [
+            "python", "-m", "chaosbench.services.s3", "--host", "0.0.0.0", "--port", str(S3_PORT),
+            "--bucket", S3_BUCKET]),
+    }
+    if plan.toxiproxy_image:   # Shopify's image: entrypoint /toxiproxy, API on 8474
+        services["toxiproxy"] = _service(plan, "toxiproxy", "proxy", ["-host=0.0.0.0"],
+                                         image=plan.toxiproxy_image)
+    else:
+        services["toxiproxy"] = _service(plan, "toxiproxy", "proxy", [
+            "python", "-m", "chaosbench.proxy", "--host", "0.0.0.0", "--port", str(PROXY_API_PORT)])
+    for node in nodes:
+        services[node] = node_service(plan, spec, node)
+    return {
+        "services": services,
+        "networks": {"net": {
+            "driver": "bridge", "labels": plan.labels("network"),
+            "ipam": {"config": [{"subnet": str(plan.subnet)}]}}},
+    }
+
+
+def render_gpu_override(plan: ComposePlan, nodes: list[str]) -> dict:
+    """GPU reservations + NCCL settings for every node (used when the host has NVIDIA GPUs)."""
+    gpu = {"deploy": {"resources": {"reservations": {"devices": [
+        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]}}},
+        "environment": {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_DISABLE": "1",
+                        "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN")}}
+    return {"services": {n: gpu for n in nodes}}
+
+
+def dump(doc: dict) -> str:
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)

@@ -1,0 +1,325 @@
+"""The reference backend: one compose project per run, generated from the ClusterSpec.
+
+Nodes and services get static addresses on a per-run /24; the harness reaches them on those
+addresses directly (Linux bridge), so no host port is published and parallel runs cannot clash.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import random
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from chaosbench.cluster import images, loopfs
+from chaosbench.cluster import owner as owner_mod
+from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
+                                             PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, dump,
+                                             render, render_gpu_override)
+from chaosbench.cluster.docker_cli import compose, docker, remove_project, sweep
+from chaosbench.cluster.launch import validate
+from chaosbench.cluster.lifecycle import track, untrack
+from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
+                                             wait_until)
+
+SERVICE_ALIASES = {"proxy": "toxiproxy", "toxiproxy": "toxiproxy", "etcd": "etcd", "s3": "s3"}
+_FILL_SCRIPT = """
+import os, sys
+path, pct = sys.argv[1], float(sys.argv[2])
+st = os.statvfs(path); total = st.f_blocks * st.f_frsize
+need = int(total * pct / 100) - (total - st.f_bavail * st.f_frsize)
+with open(os.path.join(path, '.chaosbench-fill'), 'ab') as f:
+    chunk = b'\\0' * (1 << 20)
+    try:
+        while need > 0:
+            n = f.write(chunk[:min(len(chunk), need)]); f.flush(); need -= n
+        os.fsync(f.fileno())
+    except OSError:
+        pass   # ENOSPC: full, which is the point
+"""
+
+
+def _pick_subnet() -> ipaddress.IPv4Network:
+    """A /24 no docker network uses yet (docker itself refuses an overlap, so a race only retries)."""
+    used = []
+    for nid in docker("network", "ls", "-q").split():
+        for cfg in json.loads(docker("network", "inspect", nid))[0].get("IPAM", {}).get("Config") or []:
+            if cfg.get("Subnet") and ":" not in cfg["Subnet"]:
+                used.append(ipaddress.ip_network(cfg["Subnet"]))
+    for _ in range(200):
+        net = ipaddress.ip_network(f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24")
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise ClusterError("no free /24 in 10.200.0.0-10.250.255.0 for the cluster network")
+
+
+def _gpus_available() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    return "nvidia" in docker("info", "--format", "{{json .Runtimes}}", check=False)
+
+
+class DockerCluster(Cluster):
+    backend = "docker"
+    supported_faults = frozenset({
+        "kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
+        "partition", "disconnect", "heal_network", "fill_nvme", "free_nvme", "wipe_node_storage",
+        "nvme_dir", "shm_dir", "kill_service", "start_service", "pause_service", "unpause_service",
+        "add_node"})
+
+    def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
+                 gpus: bool | None = None):
+        validate(spec)
+        super().__init__(spec)
+        self._image = image
+        self._toxiproxy_image = toxiproxy_image
+        self._gpus = gpus
+        slug = re.sub(r"[^a-z0-9]+", "", spec.run_id.lower())[:20]
+        self.project = f"cb{slug}{uuid.uuid4().hex[:8]}"
+        self.run_dir = Path(spec.run_dir).resolve()
+        self.compose_dir = self.run_dir / "compose"
+        self._nodes = [f"node-{i}" for i in range(spec.nodes)]
+        self._disconnected: set[str] = set()
+        self.plan: ComposePlan | None = None
+        self._files: list[str] = []
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def up(self) -> None:
+        track(self)
+        sweep()   # leftovers of crashed runs (dead owners only)
+        image = self._image or images.node_image()
+        (self.run_dir / "events").mkdir(parents=True, exist_ok=True)
+        self.compose_dir.mkdir(parents=True, exist_ok=True)
+        self.plan = ComposePlan(
+            project=self.project, image=image, subnet=_pick_subnet(), owner=owner_mod.token(),
+            events_host_dir=str(self.run_dir / "events"),
+            gpus=_gpus_available() if self._gpus is None else self._gpus,
+            toxiproxy_image=self._toxiproxy_image or os.environ.get("CHAOSBENCH_TOXIPROXY_IMAGE") or None)
+        for node in self._nodes:
+            self._make_disk(node)
+        self._write_files()
+        for attempt in range(3):
+            try:
+                compose(self.project, self._files, "up", "-d", "--no-recreate", *SERVICES, timeout=300)
+                break
+            except ClusterError as exc:   # another run took the subnet between our check and `up`
+                if "overlap" not in str(exc).lower() or attempt == 2:
+                    raise
+                compose(self.project, self._files, "down", "-v", "--remove-orphans", "-t", "1")
+                self.plan.subnet = _pick_subnet()
+                self._write_files()
+        self._wait_services()
+
+    def _wait_services(self) -> None:
+        hint = f"; see `docker logs {self.project}-<service>`"
+        wait_until("etcd", lambda: etcd_ready(f"http://{self.plan.ip('etcd')}:{ETCD_PORT}"), 60, hint)
+        wait_until("S3 endpoint", lambda: s3_ready(f"http://{self.plan.ip('s3')}:{S3_PORT}"), 90, hint)
+        wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 60, hint)
+        self._create_routes()
+        wait_until("etcd through the proxy",
+                   lambda: etcd_ready(f"http://{self.plan.ip('toxiproxy')}:{PROXY_ETCD_PORT}"), 30, hint)
+
+    def _create_routes(self) -> None:
+        create_routes(self.proxy_api, {
+            "etcd": (f"0.0.0.0:{PROXY_ETCD_PORT}", f"{self.plan.ip('etcd')}:{ETCD_PORT}"),
+            "s3": (f"0.0.0.0:{PROXY_S3_PORT}", f"{self.plan.ip('s3')}:{S3_PORT}")})
+
+    def _make_disk(self, node: str) -> None:
+        if loopfs.supported() is None:
+            self.plan.nvme_host_dirs[node] = str(loopfs.create(self.project, node, self.spec.nvme_size_mb))
+        else:
+            self.plan.nvme_host_dirs[node] = None
+
+    def _write_files(self) -> None:
+        main = self.compose_dir / "docker-compose.yml"
+        main.write_text(dump(render(self.plan, self.spec, self._nodes)))
+        self._files = [str(main)]
+        if self.plan.gpus:
+            gpu = self.compose_dir / "docker-compose.gpu.yml"
+            gpu.write_text(dump(render_gpu_override(self.plan, self._nodes)))
+            self._files.append(str(gpu))
+
+    def start_training(self) -> None:
+        compose(self.project, self._files, "up", "-d", "--no-recreate", "--no-deps", *self._nodes)
+
+    def node_names(self) -> list[str]:
+        return list(self._nodes)
+
+    def _state(self, service: str) -> dict | None:
+        out = docker("inspect", "-f", "{{json .State}}", self.plan.container(service), check=False)
+        return json.loads(out) if out.strip() else None
+
+    def node_status(self, node: str) -> str:
+        st = self._state(node) if self.plan else None
+        if st is None:
+            return "absent"
+        if st.get("Paused"):
+            return "paused"
+        if st.get("Running"):
+            return "running"
+        return f"exited:{st.get('ExitCode')}"
+
+    @property
+    def events_dir(self) -> Path:
+        return self.run_dir / "events"
+
+    @property
+    def proxy_api(self) -> str:
+        return f"http://{self.plan.ip('toxiproxy')}:{PROXY_API_PORT}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.plan.ip('s3')}:{S3_PORT}"
+
+    def collect(self) -> None:
+        if self.plan is None:
+            return
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        exits = {}
+        for name in [*SERVICES, *self._nodes]:
+            st = self._state(name)
+            if st is None:
+                continue
+            exits[name] = {"status": st.get("Status"), "exit_code": st.get("ExitCode"),
+                           "oom_killed": st.get("OOMKilled")}
+            r = docker("logs", "--timestamps", self.plan.container(name), check=False, timeout=60)
+            (logs / f"{name}.log").write_text(r)
+        (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
+
+    def down(self) -> None:
+        try:
+            if self._files:
+                try:
+                    compose(self.project, self._files, "down", "-v", "--remove-orphans", "-t", "2",
+                            timeout=180)
+                except ClusterError:
+                    pass   # the label sweep below removes what compose could not
+            remove_project(self.project)
+        finally:
+            untrack(self)
+
+    # -- faults ----------------------------------------------------------------------------
+    def _node(self, node: str) -> str:
+        if node not in self._nodes:
+            raise ClusterError(f"unknown node {node!r}; nodes: {', '.join(self._nodes)}")
+        return self.plan.container(node)
+
+    def _svc(self, service: str) -> str:
+        if service not in SERVICE_ALIASES:
+            raise ClusterError(f"unknown service {service!r}; services: etcd, s3, proxy")
+        return self.plan.container(SERVICE_ALIASES[service])
+
+    def _exec(self, node: str, *cmd: str, timeout: float = 60) -> str:
+        return docker("exec", self._node(node), *cmd, timeout=timeout)
+
+    def kill_node(self, node: str) -> None:
+        docker("kill", "-s", "KILL", self._node(node))
+
+    def stop_node(self, node: str) -> None:
+        docker("stop", "-t", "10", self._node(node), timeout=60)
+
+    def start_node(self, node: str) -> None:
+        docker("start", self._node(node))
+
+    def kill_worker(self, node: str, local_rank: int = 0) -> None:
+        # Workers are the processes torchrun gave LOCAL_RANK; the agent has none.
+        script = ("import os,signal\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
+                  "    try: env = open(f'/proc/{p}/environ','rb').read().split(b'\\0')\n"
+                  "    except OSError: continue\n"
+                  f"    if b'LOCAL_RANK={local_rank}' in env: os.kill(int(p), signal.SIGKILL); print(p)\n")
+        if not self._exec(node, "python", "-c", script).strip():
+            raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
+
+    def pause_node(self, node: str) -> None:
+        docker("pause", self._node(node))
+
+    def unpause_node(self, node: str) -> None:
+        docker("unpause", self._node(node))
+
+    def _peer_ips(self, node: str, peers: list[str] | None) -> list[str]:
+        names = peers if peers is not None else [n for n in self._nodes if n != node] + list(SERVICES)
+        return [self.plan.ip(SERVICE_ALIASES.get(p, p)) for p in names]
+
+    def partition(self, node: str, peers: list[str] | None = None) -> None:
+        """Silent: packets to/from the peers are dropped inside the node (iptables), nobody gets an error."""
+        rules = ["iptables -N CHAOSBENCH 2>/dev/null || true",
+                 "iptables -C INPUT -j CHAOSBENCH 2>/dev/null || iptables -I INPUT -j CHAOSBENCH",
+                 "iptables -C OUTPUT -j CHAOSBENCH 2>/dev/null || iptables -I OUTPUT -j CHAOSBENCH"]
+        for ip in self._peer_ips(node, peers):
+            rules += [f"iptables -A CHAOSBENCH -s {ip} -j DROP", f"iptables -A CHAOSBENCH -d {ip} -j DROP"]
+        self._exec(node, "sh", "-ec", "; ".join(rules))
+
+    def disconnect(self, node: str) -> None:
+        docker("network", "disconnect", self.plan.network, self._node(node))
+        self._disconnected.add(node)
+
+    def heal_network(self, node: str) -> None:
+        if node in self._disconnected:
+            docker("network", "connect", "--ip", self.plan.ip(node), self.plan.network, self._node(node))
+            self._disconnected.discard(node)
+        if self.node_status(node) == "running":
+            self._exec(node, "sh", "-c", "iptables -F CHAOSBENCH 2>/dev/null || true")
+
+    def fill_nvme(self, node: str, percent: float = 100.0) -> None:
+        if not 0 < percent <= 100:
+            raise ClusterError(f"fill_nvme percent={percent}: must be in (0, 100]")
+        self._exec(node, "python", "-c", _FILL_SCRIPT, NVME_IN_NODE, str(percent), timeout=120)
+
+    def free_nvme(self, node: str) -> None:
+        self._exec(node, "rm", "-f", f"{NVME_IN_NODE}/.chaosbench-fill")
+
+    def nvme_dir(self, node: str) -> Path:
+        self._node(node)
+        host = self.plan.nvme_host_dirs.get(node)
+        if not host:
+            raise UnsupportedFault(f"{node}'s NVMe is a tmpfs inside the container (no loop disk: "
+                                   f"{loopfs.supported()}); no host path")
+        return Path(host)
+
+    def shm_dir(self, node: str) -> Path:
+        pid = docker("inspect", "-f", "{{.State.Pid}}", self._node(node)).strip()
+        if pid in ("", "0"):
+            raise ClusterError(f"{node} is not running: its /dev/shm exists only while it runs")
+        return Path(f"/proc/{pid}/root/dev/shm")   # the container's shm, seen from the host (root)
+
+    def wipe_node_storage(self, node: str, nvme: bool = True, shm: bool = True) -> None:
+        running = self.node_status(node) == "running"
+        if nvme:
+            host = self.plan.nvme_host_dirs.get(node)
+            if host:
+                for p in Path(host).iterdir():
+                    shutil.rmtree(p) if p.is_dir() else p.unlink()
+            elif running:
+                self._exec(node, "sh", "-c", f"rm -rf {NVME_IN_NODE}/* {NVME_IN_NODE}/.[!.]*")
+        if shm and running:   # a stopped container's /dev/shm is recreated empty on start
+            self._exec(node, "sh", "-c", "rm -rf /dev/shm/* /dev/shm/.[!.]*")
+
+    def kill_service(self, service: str) -> None:
+        docker("kill", "-s", "KILL", self._svc(service))
+
+    def start_service(self, service: str) -> None:
+        docker("start", self._svc(service))
+        if SERVICE_ALIASES[service] == "toxiproxy":   # routes live in the proxy's memory
+            wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30)
+            self._create_routes()
+
+    def pause_service(self, service: str) -> None:
+        docker("pause", self._svc(service))
+
+    def unpause_service(self, service: str) -> None:
+        docker("unpause", self._svc(service))
+
+    def add_node(self) -> str:
+        node = f"node-{len(self._nodes)}"
+        if len(self._nodes) >= self.spec.max_nodes:
+            raise ClusterError(f"add_node: already {len(self._nodes)} nodes = max_nodes={self.spec.max_nodes}")
+        self._nodes.append(node)
+        self._make_disk(node)
+        self._write_files()
+        compose(self.project, self._files, "up", "-d", "--no-recreate", "--no-deps", node)
+        return node

@@ -1,0 +1,108 @@
+"""Thin wrappers over the docker and compose CLIs (every call with a timeout), and the label sweep."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+
+from chaosbench.cluster import loopfs
+from chaosbench.cluster import owner as owner_mod
+from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.compose_file import LABEL_PREFIX
+
+PROJECT_LABEL, OWNER_LABEL = f"{LABEL_PREFIX}.project", f"{LABEL_PREFIX}.owner"
+
+
+def docker(*args: str, timeout: float = 60, check: bool = True, input: str | None = None) -> str:
+    try:
+        r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, input=input)
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"docker {' '.join(args[:3])} timed out after {timeout:.0f}s") from exc
+    if check and r.returncode != 0:
+        raise ClusterError(f"docker {' '.join(args)[:200]} failed: {r.stderr.strip()[:800]}")
+    return r.stdout
+
+
+@lru_cache(maxsize=1)
+def compose_cmd() -> tuple[str, ...]:
+    """`docker compose` (v2) when the plugin exists, else Debian's `docker-compose` 1.29."""
+    if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30).returncode == 0:
+        return ("docker", "compose")
+    if shutil.which("docker-compose"):
+        return ("docker-compose",)
+    raise ClusterError("neither `docker compose` nor `docker-compose` is installed")
+
+
+def compose(project: str, files: list[str], *args: str, timeout: float = 300) -> str:
+    cmd = [*compose_cmd(), "-p", project]
+    for f in files:
+        cmd += ["-f", f]
+    try:
+        r = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, "COMPOSE_IGNORE_ORPHANS": "false"})
+    except subprocess.TimeoutExpired as exc:
+        raise ClusterError(f"{' '.join(cmd[:2])} {args[0]} timed out after {timeout:.0f}s") from exc
+    if r.returncode != 0:
+        raise ClusterError(f"{' '.join(compose_cmd())} {' '.join(args)} failed: {r.stderr.strip()[-1500:]}")
+    return r.stdout
+
+
+def docker_unusable() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker CLI not installed"
+    r = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                       text=True, timeout=30)
+    if r.returncode != 0:
+        return f"docker daemon not reachable: {r.stderr.strip()[:200]}"
+    try:
+        compose_cmd()
+    except ClusterError as exc:
+        return str(exc)
+    return None
+
+
+def remove_project(project: str) -> None:
+    """Remove every container, network and volume labelled with this project (compose or not)."""
+    flt = f"label={PROJECT_LABEL}={project}"
+    ids = docker("ps", "-aq", "--filter", flt, check=False).split()
+    if ids:
+        docker("rm", "-f", "-v", *ids, timeout=120, check=False)
+    for kind in ("network", "volume"):
+        ids = docker(kind, "ls", "-q", "--filter", flt, check=False).split()
+        if ids:
+            docker(kind, "rm", *ids, timeout=60, check=False)
+    loopfs.remove_project(project)
+
+
+def leftovers(project: str | None = None) -> dict[str, list[str]]:
+    """Names of chaosbench containers/networks/volumes (of one project, or all)."""
+    flt = f"label={PROJECT_LABEL}" + (f"={project}" if project else "")
+    return {
+        "containers": docker("ps", "-a", "--filter", flt, "--format", "{{.Names}}", check=False).split(),
+        "networks": docker("network", "ls", "--filter", flt, "--format", "{{.Name}}", check=False).split(),
+        "volumes": docker("volume", "ls", "--filter", flt, "--format", "{{.Name}}", check=False).split(),
+    }
+
+
+def sweep() -> list[str]:
+    """Remove projects whose owning harness process is dead (a crashed or killed run)."""
+    out = docker("ps", "-a", "--filter", f"label={PROJECT_LABEL}", "--format",
+                 '{{.Label "%s"}} {{.Label "%s"}}' % (PROJECT_LABEL, OWNER_LABEL), check=False)
+    projects: dict[str, str] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if parts:
+            projects[parts[0]] = parts[1] if len(parts) > 1 else ""
+    for kind in ("network", "volume"):
+        raw = docker(kind, "ls", "-q", "--filter", f"label={PROJECT_LABEL}", check=False).split()
+        if raw:
+            for obj in json.loads(docker(kind, "inspect", *raw, check=False) or "[]"):
+                labels = obj.get("Labels") or {}
+                projects.setdefault(labels.get(PROJECT_LABEL, ""), labels.get(OWNER_LABEL, ""))
+    dead = [p for p, tok in projects.items() if p and not owner_mod.alive(tok)]
+    for p in dead:
+        remove_project(p)
+    dead += [p for p in loopfs.sweep() if p not in dead]
+    return dead

@@ -1,0 +1,252 @@
+"""Build the cluster's docker images locally, with no registry: `python -m chaosbench.cluster.images build`.
+
+Three images, each tagged with a hash of everything that goes into it, so an unchanged input is a
+no-op (`docker image inspect` on the tag) and a change rebuilds only from that layer on:
+
+1. base  `chaosbench/base:<hash>` — a Debian bookworm rootfs made by debootstrap and `docker import`ed
+   (skipped when `--base IMAGE` names a public base such as python:3.11-slim).
+2. deps  `chaosbench/deps:<hash>` — Python venv with the locked dependencies (torch included). The
+   wheels are downloaded on the host by pip (which honours the host's index, proxy and CA settings)
+   into a persistent wheelhouse and served to the build over HTTP on the docker bridge, so no wheel
+   ends up in a layer and no BuildKit is needed.
+3. node  `chaosbench/node:<hash>` — the project source copied on top (seconds).
+
+The lock is the host venv's `pip freeze`, so containers run exactly the versions the tests run.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import http.server
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from chaosbench.cluster.base import ClusterError
+
+REPO = Path(__file__).resolve().parents[2]
+COMPOSE_DIR = REPO / "compose"
+CACHE = Path(os.environ.get("CHAOSBENCH_CACHE", Path.home() / ".cache" / "chaosbench"))
+DEBIAN_MIRROR = os.environ.get("CHAOSBENCH_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+BASE_PACKAGES = ["python3", "python3-venv", "ca-certificates", "iptables", "iproute2", "procps",
+                 "etcd-server"]
+SOURCE_PATHS = ["pyproject.toml", "README.md", "chaosbench", "trainer"]
+LABEL = "io.chaosbench.image=1"
+
+
+def _log(msg: str) -> None:
+    print(f"images: {msg}", file=sys.stderr, flush=True)
+
+
+def _sha(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def image_exists(tag: str) -> bool:
+    return subprocess.run(["docker", "image", "inspect", tag], capture_output=True,
+                          timeout=60).returncode == 0
+
+
+def _image_id(tag: str) -> str:
+    out = subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], capture_output=True,
+                         text=True, timeout=60)
+    if out.returncode != 0:
+        raise ClusterError(f"base image {tag!r} is not available locally: {out.stderr.strip()} "
+                           f"(pull it first, or omit --base to bootstrap Debian with debootstrap)")
+    return out.stdout.strip()
+
+
+def _run(cmd: list[str], timeout: float, **kw) -> None:
+    _log("$ " + " ".join(cmd)[:200])
+    try:
+        subprocess.run(cmd, check=True, timeout=timeout, **kw)
+    except subprocess.CalledProcessError as exc:
+        raise ClusterError(f"command failed ({exc.returncode}): {' '.join(cmd)[:300]}") from exc
+
+
+# -- 1. base ---------------------------------------------------------------------------------
+def build_base(suite: str = "bookworm") -> str:
+    tag = f"chaosbench/base:{suite}-{_sha(suite, DEBIAN_MIRROR, *BASE_PACKAGES)}"
+    if image_exists(tag):
+        return tag
+    if shutil.which("debootstrap") is None:
+        raise ClusterError("debootstrap is not installed (apt-get install debootstrap), or pass "
+                           "--base IMAGE with a base image available to docker")
+    with tempfile.TemporaryDirectory(prefix="cb-rootfs-") as tmp:
+        root = Path(tmp) / "rootfs"
+        _run(["debootstrap", "--variant=minbase", "--include=" + ",".join(BASE_PACKAGES), suite,
+              str(root), DEBIAN_MIRROR], timeout=1800, stdout=subprocess.DEVNULL)
+        tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+        try:
+            _run(["docker", "import", "-c", "ENV LANG=C.UTF-8", "-c", f"LABEL {LABEL}", "-", tag],
+                 timeout=600, stdin=tar.stdout, stdout=subprocess.DEVNULL)
+        finally:
+            tar.stdout.close()
+            tar.wait(timeout=60)
+    return tag
+
+
+# -- 2. deps ---------------------------------------------------------------------------------
+def lock_requirements() -> str:
+    """The host venv's exact versions (the project itself excluded)."""
+    out = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all", "--exclude-editable"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    lines = [ln for ln in out.splitlines()
+             if ln and not ln.startswith("#") and not ln.lower().startswith("chaosbench")
+             and " @ " not in ln]      # direct URL/path installs cannot be reproduced in the image
+    return "\n".join(sorted(lines, key=str.lower)) + "\n"
+
+
+def _fill_wheelhouse(lock: Path, wheelhouse: Path) -> None:
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    # `pip download` skips files already in the wheelhouse; the host's pip config applies.
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheelhouse),
+          "-r", str(lock)], timeout=3600)
+    sdists = [p for p in wheelhouse.iterdir() if p.suffix == ".gz" or p.suffix == ".zip"]
+    for sd in sdists:   # build sdists into wheels here, so the image build needs no compiler
+        _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheelhouse), str(sd)],
+             timeout=600)
+        sd.unlink()
+
+
+class _WheelServer:
+    """Serve the wheelhouse to `docker build` on the docker bridge address for the build's duration."""
+
+    def __init__(self, directory: Path):
+        handler = functools.partial(_QuietHandler, directory=str(directory))
+        self.host = _bridge_gateway()
+        self.httpd = http.server.ThreadingHTTPServer((self.host, 0), handler)
+        self.url = f"http://{self.host}:{self.httpd.server_address[1]}/"
+
+    def __enter__(self):
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def _bridge_gateway() -> str:
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "docker0"], capture_output=True, text=True,
+                         timeout=10).stdout.split()
+    if "inet" in out:
+        return out[out.index("inet") + 1].split("/")[0]
+    return "172.17.0.1"
+
+
+def build_deps(base: str) -> str:
+    dockerfile = (COMPOSE_DIR / "Dockerfile.deps").read_bytes()
+    lock = lock_requirements()
+    tag = f"chaosbench/deps:{_sha(_image_id(base), dockerfile, lock)}"
+    if image_exists(tag):
+        return tag
+    with tempfile.TemporaryDirectory(prefix="cb-deps-ctx-") as ctx:
+        ctx = Path(ctx)
+        (ctx / "requirements.lock").write_text(lock)
+        (ctx / "Dockerfile").write_bytes(dockerfile)
+        t0 = time.monotonic()
+        _fill_wheelhouse(ctx / "requirements.lock", CACHE / "wheels")
+        _log(f"wheelhouse ready in {time.monotonic() - t0:.0f}s")
+        with _WheelServer(CACHE / "wheels") as srv:
+            _run(["docker", "build", "-q", "-t", tag, "--label", LABEL, "--build-arg", f"BASE={base}",
+                  "--build-arg", f"WHEELS_URL={srv.url}", "--build-arg", f"WHEELS_HOST={srv.host}",
+                  str(ctx)], timeout=3600, stdout=subprocess.DEVNULL)
+    return tag
+
+
+# -- 3. node ---------------------------------------------------------------------------------
+def source_files() -> list[Path]:
+    """Tracked and untracked-but-not-ignored files of the paths the image needs."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "--", *SOURCE_PATHS],
+                         cwd=REPO, capture_output=True, text=True, timeout=60)
+    if out.returncode == 0:
+        rels = sorted(set(out.stdout.split("\n")) - {""})
+    else:   # not a git checkout (e.g. an sdist): take the directories as they are
+        rels = sorted(str(p.relative_to(REPO)) for sp in SOURCE_PATHS for p in
+                      ([REPO / sp] if (REPO / sp).is_file() else (REPO / sp).rglob("*"))
+                      if p.is_file() and "__pycache__" not in p.parts)
+    return [REPO / r for r in rels if (REPO / r).is_file()]
+
+
+def build_node(deps: str) -> str:
+    dockerfile = (COMPOSE_DIR / "Dockerfile.node").read_bytes()
+    files = source_files()
+    h = hashlib.sha256()
+    for f in files:
+        h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes() + b"\0")
+    tag = f"chaosbench/node:{_sha(deps, dockerfile, h.hexdigest())}"
+    if image_exists(tag):
+        return tag
+    with tempfile.TemporaryDirectory(prefix="cb-node-ctx-") as ctx:
+        ctx = Path(ctx)
+        for f in files:
+            dst = ctx / "src" / f.relative_to(REPO)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, dst)
+        (ctx / "Dockerfile").write_bytes(dockerfile)
+        _run(["docker", "build", "-q", "-t", tag, "--label", LABEL, "--build-arg", f"DEPS={deps}",
+              str(ctx)], timeout=900, stdout=subprocess.DEVNULL)
+    return tag
+
+
+def build(base: str | None = None) -> str:
+    """Build (or reuse) base → deps → node and return the node image tag."""
+    if shutil.which("docker") is None:
+        raise ClusterError("docker is not installed")
+    t0 = time.monotonic()
+    base_tag = base or build_base()
+    deps = build_deps(base_tag)
+    node = build_node(deps)
+    _write_current(node)
+    _log(f"node image {node} ready in {time.monotonic() - t0:.1f}s")
+    return node
+
+
+def _write_current(tag: str) -> None:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE / "node-image").write_text(tag + "\n")
+
+
+def node_image(build_if_missing: bool = True) -> str:
+    """The node image for the current source: $CHAOSBENCH_NODE_IMAGE, else build/reuse it."""
+    if os.environ.get("CHAOSBENCH_NODE_IMAGE"):
+        return os.environ["CHAOSBENCH_NODE_IMAGE"]
+    if build_if_missing:
+        return build(os.environ.get("CHAOSBENCH_BASE_IMAGE") or None)
+    raise ClusterError("no node image: run `python -m chaosbench.cluster.images build`")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m chaosbench.cluster.images",
+                                 description="Build the chaosbench cluster images locally (no registry).")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="build or reuse base, deps and node images")
+    b.add_argument("--base", default=os.environ.get("CHAOSBENCH_BASE_IMAGE"),
+                   help="base image already available to docker (default: debootstrap Debian bookworm)")
+    args = ap.parse_args(argv)
+    try:
+        print(build(args.base))
+    except ClusterError as exc:
+        print(f"images: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""What each node runs: the torchrun agent + reference trainer argv (or the user's own command) and env.
+
+Shared by every backend so docker and local nodes run the same thing; only addresses and
+directories differ, and those come in as arguments.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from chaosbench.cluster.base import ClusterSpec
+
+S3_BUCKET = "chaosbench"
+RDZV_BACKENDS = ("c10d", "etcd-v3", "etcd", "etcd-v2")
+
+
+@dataclass
+class NodePlan:
+    argv: list[str]
+    env: dict[str, str]
+
+
+def _fmt(value: object) -> str:
+    """Override values as the trainer's `--set k=v` parser reads them (YAML scalars)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+def validate(spec: ClusterSpec) -> None:
+    from chaosbench.cluster.base import ClusterError
+    problems = []
+    if spec.rendezvous not in RDZV_BACKENDS:
+        problems.append(f"rendezvous={spec.rendezvous!r}: use one of {', '.join(RDZV_BACKENDS)}")
+    if not 1 <= spec.min_nodes <= spec.max_nodes:
+        problems.append(f"min_nodes={spec.min_nodes}, max_nodes={spec.max_nodes}: need 1 <= min <= max")
+    if spec.nodes < 1 or spec.procs_per_node < 1:
+        problems.append("nodes and procs_per_node must be >= 1")
+    if spec.nvme_size_mb < 8 or spec.shm_size_mb < 8:
+        problems.append("nvme_size_mb and shm_size_mb must be >= 8")
+    if problems:
+        raise ClusterError("invalid cluster spec: " + "; ".join(problems))
+
+
+def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, s3_url: str,
+              events_dir: str, nvme_dir: str, memory_dir: str) -> NodePlan:
+    env = {
+        "CHAOSBENCH_EVENTS_DIR": events_dir,
+        "CHAOSBENCH_NODE": node,
+        "CHAOSBENCH_RUN_ID": spec.run_id,
+        "CHAOSBENCH_S3_ENDPOINT": s3_url,
+        "CHAOSBENCH_NVME_DIR": nvme_dir,
+        "CHAOSBENCH_MEMORY_DIR": memory_dir,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python",
+        "PYTHONUNBUFFERED": "1",
+        **spec.env,
+    }
+    if spec.command:
+        return NodePlan(list(spec.command), env)
+    rdzv_conf = ",".join(f"{k}={v}" for k, v in sorted(spec.rdzv_timeouts.items()))
+    argv = [python, "-m", "torch.distributed.run",
+            f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
+            f"--nproc-per-node={spec.procs_per_node}",
+            f"--rdzv-backend={spec.rendezvous}",
+            f"--rdzv-endpoint={rdzv_endpoint}",
+            f"--rdzv-id={spec.run_id}",
+            f"--max-restarts={spec.max_restarts}",
+            "--monitor-interval=0.5"]
+    if rdzv_conf:
+        argv.append(f"--rdzv-conf={rdzv_conf}")
+    overrides = {
+        "checkpoint.nvme_dir": nvme_dir,
+        "checkpoint.memory_dir": memory_dir,
+        "checkpoint.s3.enabled": True,
+        "checkpoint.s3.endpoint_url": s3_url,
+        **spec.trainer_overrides,
+    }
+    argv += ["-m", "trainer.train", "--config", spec.trainer_config]
+    for k, v in overrides.items():
+        argv += ["--set", f"{k}={_fmt(v)}"]
+    return NodePlan(argv, env)

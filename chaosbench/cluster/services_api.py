@@ -1,0 +1,63 @@
+"""Health waits and route set-up shared by the backends, spoken over HTTP only.
+
+The harness drives the proxy through Toxiproxy's HTTP API, so ours and a real Toxiproxy are
+interchangeable; etcd and S3 are probed on their own health endpoints.
+"""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+
+from chaosbench.cluster.base import ClusterError
+
+
+def http(method: str, url: str, body: object | None = None, timeout: float = 3.0) -> tuple[int, str]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode(errors="replace")
+
+
+def wait_until(what: str, probe, timeout: float, log_hint: str = "") -> None:
+    """Poll `probe()` (truthy = ready) until `timeout`; the last error goes into the message."""
+    deadline, last = time.monotonic() + timeout, "no answer yet"
+    while time.monotonic() < deadline:
+        try:
+            if probe():
+                return
+            last = "not ready"
+        except (OSError, urllib.error.URLError, ValueError) as exc:
+            last = str(exc)
+        time.sleep(0.2)
+    raise ClusterError(f"{what} not ready after {timeout:.0f}s ({last}){log_hint}")
+
+
+def etcd_ready(url: str) -> bool:
+    status, body = http("GET", f"{url}/health")
+    return status == 200 and '"true"' in body
+
+
+def s3_ready(url: str) -> bool:
+    status, body = http("GET", f"{url}/_chaos/health")
+    return status == 200 and json.loads(body).get("ok") is True
+
+
+def proxy_ready(api: str) -> bool:
+    return http("GET", f"{api}/version")[0] == 200
+
+
+def create_routes(api: str, routes: dict[str, tuple[str, str]]) -> None:
+    """routes: name -> (listen, upstream). Replaces existing routes of the same name (after a proxy restart)."""
+    for name, (listen, upstream) in routes.items():
+        http("DELETE", f"{api}/proxies/{name}")
+        status, body = http("POST", f"{api}/proxies",
+                            {"name": name, "listen": listen, "upstream": upstream, "enabled": True})
+        if status not in (200, 201):
+            raise ClusterError(f"proxy at {api}: creating route {name} ({listen} -> {upstream}) "
+                               f"answered {status}: {body[:300]}")
