@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,20 @@ import yaml
 from trainer.errors import ConfigurationError
 
 STRATEGIES = ["variable_batch", "constant_batch"]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that also reads `1e-3` as a float (YAML 1.1 would make it a string)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def _yaml(text: str):
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 — a SafeLoader subclass
 
 DEFAULTS: dict[str, Any] = {
     "training": {
@@ -36,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
         "pg_timeout_s": 30.0,
     },
     "checkpoint": {
-        "memory_snapshot_interval": 5,
+        "memory_snapshot_interval": 5,   # steps; 0 disables the tier (same for the intervals below)
         "max_snapshots": 2,
         "max_memory_mb": 1024,
         "memory_dir": None,        # null -> /dev/shm/chaosbench/<run_id>/<node>
@@ -48,10 +63,13 @@ DEFAULTS: dict[str, Any] = {
             "enabled": False,
             "interval": 50,
             "endpoint_url": None,
-            "bucket": None,
+            "bucket": "chaosbench",
             "prefix": "checkpoints",
             "region": "us-east-1",
             "max_retries": 5,
+            "keep_last": 0,            # 0 keeps every uploaded checkpoint
+            "multipart_chunk_mb": 8,
+            "retry_backoff_s": 1.0,
         },
     },
     "data": {
@@ -81,14 +99,15 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
         "health_check_timeout_s": _POS_FLOAT, "pg_timeout_s": _POS_FLOAT,
     },
     "checkpoint": {
-        "memory_snapshot_interval": _POS_INT, "max_snapshots": _POS_INT, "max_memory_mb": _POS_FLOAT,
-        "memory_dir": ("opt_str", None), "checkpoint_interval": _POS_INT, "nvme_dir": ("opt_str", None),
+        "memory_snapshot_interval": _NONNEG_INT, "max_snapshots": _POS_INT, "max_memory_mb": _POS_FLOAT,
+        "memory_dir": ("opt_str", None), "checkpoint_interval": _NONNEG_INT, "nvme_dir": ("opt_str", None),
         "keep_last": _POS_INT, "trusted_source": ("bool", None), "s3": ("section", None),
     },
     "checkpoint.s3": {
         "enabled": ("bool", None), "interval": _POS_INT, "endpoint_url": ("opt_str", None),
         "bucket": ("opt_str", None), "prefix": ("str", None), "region": ("str", None),
-        "max_retries": _NONNEG_INT,
+        "max_retries": _NONNEG_INT, "keep_last": _NONNEG_INT, "multipart_chunk_mb": _POS_INT,
+        "retry_backoff_s": ("float>=", 0.0),
     },
     "data": {"files": ("list", None), "text_key": ("str", None), "index_path": ("str", None)},
 }
@@ -207,6 +226,8 @@ def validate_config(cfg: dict) -> ValidationResult:
                         f"({e['pg_timeout_s']}): a silent peer is detected by the process-group timeout instead")
     if c["s3"]["enabled"] and not c["s3"]["bucket"]:
         err("checkpoint", "s3.bucket", "checkpoint.s3.enabled is true but checkpoint.s3.bucket is not set")
+    if c["memory_snapshot_interval"] == 0 and c["checkpoint_interval"] == 0 and not c["s3"]["enabled"]:
+        warnings.append("checkpointing is off (all tier intervals are 0): a restart begins from step 0")
     if c["trusted_source"]:
         warnings.append("checkpoint.trusted_source is true: checkpoints are unpickled without restriction")
     return ValidationResult(not issues, [str(i) for i in issues], warnings, issues)
@@ -237,7 +258,7 @@ def apply_override(cfg: dict, assignment: str) -> None:
             raise ConfigurationError(f"--set {assignment!r}: {part!r} is not a section", section=parts[0])
         node = node[part]
     try:
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else None
+        node[parts[-1]] = _yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise ConfigurationError(f"--set {assignment!r}: value is not valid YAML: {exc}") from exc
 
@@ -248,7 +269,7 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> tuple[dict, list
     Returns the merged config and the validator's warnings."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = _yaml(path.read_text()) or {}
     except FileNotFoundError:
         raise ConfigurationError(f"config file {path} not found") from None
     except yaml.YAMLError as exc:
