@@ -49,6 +49,8 @@ class FaultBand:
     title: str
     colour: str
     open_end: bool  # shaded to the first step after it, not to a heal
+    end_x: float = 0.0
+    recovery_label: str = ""  # e.g. "↺ memory @ step 40 · 3.6 s", at the end of the window
 
 
 @dataclass
@@ -161,7 +163,7 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
             segments[-1].append(f"{x(r['ts'])},{y(r['step'])}")
         node, rank = key
         label = node if rank is None else f"{node} / rank {rank}"
-        width = 2.0 + 2.0 * max(0, min(len(ordered), 4) - 1 - i)
+        width = 2.0 + 3.5 * max(0, min(len(ordered), 4) - 1 - i)
         chart.series.append(Series(label, PALETTE[i % len(PALETTE)], [" ".join(s) for s in segments],
                                    int(rows[-1]["step"]), width))
 
@@ -177,8 +179,17 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
         label = " ".join(str(v) for v in (f.get("id"), f.get("type"), f.get("target")) if v)
         until = "healed" if not open_end else ("first step after" if end > start else "no heal, no recovery")
         title = f"{label}: injected t+{start - t0:.1f}s, {until} t+{end - t0:.1f}s ({f.get('trigger') or ''})"
+        rec = recoveries.get(f.get("id")) or {}
+        recovered = ""
+        if rec.get("tier") or rec.get("restored_step") is not None:
+            recovered = f"↺ {rec.get('tier') or 'tier not measured'}"
+            if rec.get("restored_step") is not None:
+                recovered += f" @ step {rec['restored_step']}"
+            if isinstance(rec.get("total_s"), (int, float)):
+                recovered += f" · {rec['total_s']:.1f} s"
         chart.faults.append(FaultBand(x(start), max(2.0, x(end) - x(start)), label, title,
-                                      FAULT_COLOURS[i % len(FAULT_COLOURS)], open_end))
+                                      FAULT_COLOURS[i % len(FAULT_COLOURS)], open_end,
+                                      x(end), recovered))
 
     ws_points = timeline["world_size"]
     if ws_points:
