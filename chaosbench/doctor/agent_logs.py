@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 JOIN_ATTEMPT = re.compile(r"attempts to join the next round|Rendezvous'ing worker group|rendezvous.*(waiting|keep-alive)",
                           re.I)
+# torch's glog-style prefix: I1121 05:14:55.816000 <pid> file:line] message (local time, no year)
+GLOG_TS = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2}(?:\.\d+)?) ")
 JOINED = re.compile(r"has joined round \d+ of the .*rendezvous|Rendezvous complete for workers", re.I)
 
 
@@ -17,11 +20,22 @@ class AgentLog:
     path: str
     age_s: float                 # since the log was last written
     in_rendezvous: bool          # last rendezvous line is a join attempt, not a completed join
+    rdzv_since: float | None     # when that join attempt was logged (None: the log has no timestamps)
     last_rdzv_line: str | None
     last_line: str | None
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def line_ts(line: str, now: float) -> float | None:
+    m = GLOG_TS.match(line)
+    if not m:
+        return None
+    year = time.localtime(now).tm_year
+    mon, day, hh, mm, ss = m.groups()
+    ts = time.mktime((year, int(mon), int(day), int(hh), int(mm), int(float(ss)), 0, 0, -1)) + float(ss) % 1
+    return ts - 366 * 86400 if ts > now + 86400 else ts   # a log from last December read in January
 
 
 def read_agent_logs(logs_dir: Path, now: float) -> dict[str, AgentLog]:
@@ -41,6 +55,7 @@ def read_agent_logs(logs_dir: Path, now: float) -> dict[str, AgentLog]:
             elif JOIN_ATTEMPT.search(line):
                 state, last_rdzv = True, line
         out[node] = AgentLog(node, str(path), max(0.0, now - mtime), state,
+                             line_ts(last_rdzv, now) if state and last_rdzv else None,
                              last_rdzv.strip()[:300] if last_rdzv else None,
                              lines[-1].strip()[:300] if lines else None)
     return out

@@ -89,8 +89,11 @@ def diagnose_run(run_dir, now: float | None = None, no_progress_timeout_s: float
     expected = _expected_nodes(run_dir, expected_nodes)
     with_events = {r.node for r in ranks}
     missing = [n for n in expected if n not in with_events and n not in logs]
-    waiting = {n: lg for n, lg in logs.items() if lg.in_rendezvous and
-               all((r.last_ts or 0) < now - lg.age_s for r in ranks if r.node == n)}
+    # an agent that logged after its workers' last event (or has no workers yet) is between incarnations:
+    # with no join-attempt line either it runs without LOGLEVEL=INFO or it is still starting
+    waiting = {n: lg for n, lg in logs.items()
+               if (lg.in_rendezvous or n not in with_events)
+               and all((r.last_ts or 0) < now - lg.age_s for r in ranks if r.node == n)}
     d = Diagnosis(str(run_dir), now, False, None, "", ranks=ranks, expected_nodes=expected,
                   missing_nodes=missing, agent_logs=logs, rendezvous=rendezvous)
     ev = d.evidence
@@ -101,15 +104,27 @@ def diagnose_run(run_dir, now: float | None = None, no_progress_timeout_s: float
         ev.append(f"{r.node} rank {r.rank} (restart {r.restart_count}, world {r.world_size}) has been in "
                   f"{r.phase or 'no phase yet'}{since}{step}; last wrote an event ({r.last_event}) "
                   f"{_ago(now, r.last_ts)}{end}")
+    def waited(lg) -> float:
+        return now - lg.rdzv_since if lg.rdzv_since else lg.age_s
+
     for n, lg in waiting.items():
-        ev.append(f"{n}: torchrun agent in rendezvous for >= {lg.age_s:.0f} s, no worker events "
-                  f"(last log line: {lg.last_rdzv_line})")
+        if lg.in_rendezvous:
+            how = f"for {waited(lg):.0f} s" if lg.rdzv_since else f"for >= {lg.age_s:.0f} s (log quiet since)"
+            ev.append(f"{n} has been in rendezvous {how}: its torchrun agent is waiting for peers and started no "
+                      f"worker (log: {lg.last_rdzv_line})")
+        else:
+            ev.append(f"{n}: torchrun agent log written {lg.age_s:.0f} s ago, no worker events and no rendezvous "
+                      f"line (run torchrun with LOGLEVEL=INFO to log rendezvous progress); last line: {lg.last_line}")
     for n in missing:
         ev.append(f"{n}: no events and no agent log — the node never started")
-    if rendezvous:
-        ev.append(f"rendezvous store: round {rendezvous.get('round')}, complete={rendezvous.get('complete')}, "
-                  f"{len(rendezvous.get('participants', []))} participant(s) {rendezvous.get('participants')}, "
-                  f"waiting {rendezvous.get('wait_list')}")
+    if rendezvous and "error" in rendezvous:
+        ev.append(f"rendezvous store could not be read: {rendezvous['error']}")
+    elif rendezvous:
+        joined = rendezvous.get("participants", [])
+        ev.append(f"rendezvous store shows {len(joined)} of {len(expected) or '?'} nodes joined round "
+                  f"{rendezvous.get('round')} (complete={rendezvous.get('complete')}): {', '.join(joined) or 'none'}"
+                  + (f"; waiting to join the next round: {rendezvous['wait_list']}" if rendezvous.get("wait_list")
+                     else ""))
     for f in _open_faults(run_dir):
         ev.append(f"fault {f.get('fault')} on {f.get('target')} injected {_ago(now, f.get('ts'))}, not healed")
 
@@ -120,7 +135,7 @@ def diagnose_run(run_dir, now: float | None = None, no_progress_timeout_s: float
         return d
     if missing or (waiting and not live):
         joined = len(expected) - len(missing) if expected else len(logs)
-        longest = max([lg.age_s for lg in waiting.values()], default=0.0)
+        longest = max([waited(lg) for lg in waiting.values()], default=0.0)
         d.phase = "rendezvous"
         d.stuck = longest >= no_progress_timeout_s or (not ranks and not logs)
         who = ", ".join(missing) or "no node"

@@ -13,7 +13,7 @@ from datetime import timedelta
 ALLOWED = {
     ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "_RendezvousState"),
     ("torch.distributed.elastic.rendezvous.dynamic_rendezvous", "_NodeDesc"),
-    ("datetime", "datetime"), ("datetime", "timedelta"), ("builtins", "set"), ("builtins", "dict"),
+    ("datetime", "datetime"), ("datetime", "timedelta"), ("datetime", "timezone"), ("builtins", "set"), ("builtins", "dict"),
 }
 
 
