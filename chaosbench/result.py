@@ -131,3 +131,33 @@ class RunResult(BaseModel):
     @classmethod
     def read(cls, run_dir: Path) -> "RunResult":
         return cls.model_validate_json((Path(run_dir) / "result.json").read_text())
+
+
+def write_junit(result: RunResult, run_dir: Path) -> Path:
+    """One testcase per check; not-evaluated checks fail unless optional (then skipped)."""
+    from xml.etree import ElementTree as ET
+    suite = ET.Element("testsuite", name=f"chaosbench.{result.scenario.name}", tests=str(len(result.checks)),
+                       time=f"{result.duration_s or 0:.3f}")
+    nfail = nskip = 0
+    if result.verdict == "error":
+        case = ET.SubElement(suite, "testcase", classname=result.scenario.name, name="harness")
+        ET.SubElement(case, "error", message=result.error or "harness error").text = result.error or ""
+        suite.set("tests", str(len(result.checks) + 1))
+        suite.set("errors", "1")
+    for c in result.checks:
+        case = ET.SubElement(suite, "testcase", classname=result.scenario.name, name=c.name)
+        text = f"expected: {c.expected}\nobserved: {c.observed}\n{c.reason}"
+        if c.status == "failed" or (c.status == "not_evaluated" and not c.optional):
+            nfail += 1
+            label = "check failed" if c.status == "failed" else "not evaluated"
+            ET.SubElement(case, "failure", message=f"{label}: {c.reason}"[:500]).text = text
+        elif c.status == "not_evaluated":
+            nskip += 1
+            ET.SubElement(case, "skipped", message=f"not evaluated (optional): {c.reason}"[:500])
+        else:
+            ET.SubElement(case, "system-out").text = text
+    suite.set("failures", str(nfail))
+    suite.set("skipped", str(nskip))
+    path = Path(run_dir) / "junit.xml"
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    return path

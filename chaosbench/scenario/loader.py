@@ -175,6 +175,31 @@ def _check_paths(s: Scenario, path: Path, lines: dict, source: str) -> None:
         loc = ("trainer", "config")
         raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.config: file '{cfg}' not found "
                                      f"(relative to the current directory or {path.parent})"])
+    if s.trainer.command is None and cfg:
+        _check_trainer_config(s, resolve_trainer_config(cfg, path), lines, source)
+
+
+def _check_trainer_config(s: Scenario, cfg_path: Path, lines: dict, source: str) -> None:
+    """Validate the reference trainer's config with the scenario's overrides, before anything starts."""
+    import json
+    try:
+        from trainer.config import load_config
+        from trainer.errors import ConfigurationError
+    except ImportError:
+        return   # the reference trainer is not installed: the cluster will report its own errors
+    assignments = [f"{k}={json.dumps(v)}" for k, v in s.trainer.overrides.items()]
+    loc = ("trainer", "overrides") if s.trainer.overrides else ("trainer", "config")
+    try:
+        cfg, _ = load_config(cfg_path, assignments)
+    except ConfigurationError as e:
+        raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {e}"]) from None
+    max_steps = (cfg.get("training") or {}).get("max_steps")
+    want = s.expect.reaches_step
+    if want is not None and isinstance(max_steps, int) and max_steps < want:
+        loc = ("expect", "reaches_step")
+        raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: expect.reaches_step: {want} is beyond the "
+                                     f"trainer's training.max_steps ({max_steps}); add "
+                                     f"'training.max_steps: {want}' to trainer.overrides"])
 
 
 def resolve_trainer_config(cfg: str, scenario_path: Path | None = None) -> Path | None:

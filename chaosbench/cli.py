@@ -1,0 +1,204 @@
+"""`chaosbench`: run, validate and list scenarios, re-render reports, build images.
+
+Exit codes: 0 every check passed, 1 a check failed (the system under test), 2 bad input,
+3 the cluster or harness broke (we could not run the test).
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from chaosbench.scenario import ScenarioError, find_scenarios, load_scenario
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Fault-injection harness for elastic distributed PyTorch training.")
+images_app = typer.Typer(help="Cluster images (built locally, no registry needed).", no_args_is_help=True)
+app.add_typer(images_app, name="images")
+console = Console(stderr=True)
+out = Console()
+
+EXIT_BAD_INPUT = 2
+
+
+def _load_all(paths: list[str]) -> tuple[list[Path], list[str]]:
+    files = find_scenarios(paths)
+    problems = []
+    for p in files:
+        try:
+            load_scenario(p)
+        except ScenarioError as e:
+            problems += e.problems
+    if not files:
+        problems.append(f"no scenario files found in: {' '.join(paths)}")
+    return files, problems
+
+
+@app.command()
+def validate(paths: List[str] = typer.Argument(..., help="scenario files or directories")):
+    """Check scenario files without starting anything."""
+    files, problems = _load_all(paths)
+    for p in problems:
+        console.print(f"[red]error[/red] {p}", highlight=False)
+    if problems:
+        raise typer.Exit(EXIT_BAD_INPUT)
+    for f in files:
+        out.print(f"[green]ok[/green] {f}", highlight=False)
+
+
+@app.command("list")
+def list_(scenario_dir: str = typer.Option("scenarios", "--scenarios", help="scenario directory")):
+    """List the scenario library and the fault types, with one-line help."""
+    from chaosbench.faults import catalogue
+    t = Table(title="scenarios", show_lines=False)
+    t.add_column("name"), t.add_column("file"), t.add_column("description")
+    for f in find_scenarios([scenario_dir]) if Path(scenario_dir).is_dir() else []:
+        try:
+            s = load_scenario(f)
+            t.add_row(s.name, str(f), s.description)
+        except ScenarioError as e:
+            t.add_row(f.stem, str(f), f"[red]invalid: {e.problems[0]}[/red]")
+    out.print(t)
+    ft = Table(title="fault types")
+    ft.add_column("fault"), ft.add_column("what it does"), ft.add_column("parameters")
+    for name, help_, params in catalogue():
+        ft.add_row(name, help_, params)
+    out.print(ft)
+
+
+def _status_table(states: dict[str, dict]) -> Table:
+    t = Table(show_header=True, header_style="bold")
+    for col in ("scenario", "phase", "step", "world", "faults", "message"):
+        t.add_column(col)
+    for name, st in states.items():
+        p = st.get("progress")
+        if p is None:
+            t.add_row(name, "queued", "", "", "", "")
+            continue
+        t.add_row(name, p.phase, str(p.step), str(p.world_size or "-"),
+                  f"{p.faults_injected} done / {p.faults_pending} pending", p.message[-70:])
+    return t
+
+
+def _summary(outcomes) -> Table:
+    t = Table(title="chaosbench summary")
+    for col in ("scenario", "verdict", "checks", "report"):
+        t.add_column(col)
+    style = {"passed": "green", "failed": "red", "error": "magenta"}
+    for o in outcomes:
+        r = o.result
+        if r is None:
+            t.add_row(o.scenario, "[magenta]error[/magenta]", "", "")
+            continue
+        n_ok = sum(c.status == "passed" for c in r.checks)
+        bad = [f"{c.name}: {c.status.replace('_', ' ')} — {c.reason}" for c in r.checks if c.blocking]
+        detail = f"{n_ok}/{len(r.checks)} passed" + ("".join(f"\n{b}" for b in bad))
+        if r.error:
+            detail += f"\n{r.error}"
+        t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", detail, str(o.run_dir))
+    return t
+
+
+@app.command()
+def run(paths: List[str] = typer.Argument(..., help="scenario files or directories"),
+        backend: Optional[str] = typer.Option(None, "--backend", help="docker | local (default: the scenario's, "
+                                              "'auto' = docker if available, else local)"),
+        seed: Optional[int] = typer.Option(None, "--seed", help="seed for random targets and jitter (replay)"),
+        keep_cluster: bool = typer.Option(False, "--keep-cluster", help="leave the cluster up for debugging"),
+        report_dir: Path = typer.Option(Path("reports"), "--report-dir", help="where reports/<run-id>/ go"),
+        parallel: int = typer.Option(1, "-n", min=1, help="scenarios to run in parallel"),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (CI)")):
+    """Run scenarios and check that training recovered as expected."""
+    from chaosbench.runner import RunOptions, RunOutcome, run_scenario
+    files, problems = _load_all(paths)
+    if backend is not None and backend not in ("auto", "docker", "local"):
+        problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local")
+    if problems:
+        for p in problems:
+            console.print(f"[red]error[/red] {p}", highlight=False)
+        raise typer.Exit(EXIT_BAD_INPUT)
+    cancel = threading.Event()
+    states: dict[str, dict] = {str(f): {} for f in files}
+    lock = threading.Lock()
+
+    def one(f: Path):
+        cmd = "chaosbench run " + " ".join(shlex.quote(a) for a in
+                                           [str(f)] + (["--backend", backend] if backend else []) +
+                                           (["--seed", str(seed)] if seed is not None else []))
+        opts = RunOptions(backend=backend, seed=seed, keep_cluster=keep_cluster, report_dir=report_dir,
+                          command=cmd, cancel=cancel,
+                          on_progress=lambda p: states[str(f)].__setitem__("progress", p),
+                          on_message=(lambda m: console.print(f"[dim]{f.stem}[/dim] {m}", highlight=False))
+                          if quiet else None)
+        try:
+            return run_scenario(f, opts)
+        except ScenarioError as e:   # changed on disk since validation
+            with lock:
+                console.print(str(e))
+            return RunOutcome(f.stem, None, None, EXIT_BAD_INPUT)
+        except Exception as e:
+            console.print(f"[magenta]harness error[/magenta] {f}: {type(e).__name__}: {e}")
+            return RunOutcome(f.stem, None, None, 3)
+
+    live = None if quiet else Live(_status_table(states), console=console, refresh_per_second=4,
+                                   get_renderable=lambda: _status_table(states))
+    outcomes = []
+    try:
+        if live:
+            live.start()
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            futures = [pool.submit(one, f) for f in files]
+            try:
+                outcomes = [fu.result() for fu in futures]
+            except KeyboardInterrupt:
+                cancel.set()   # each runner tears its cluster down
+                console.print("[yellow]interrupted: tearing clusters down[/yellow]")
+                for fu in futures:
+                    fu.cancel()
+                outcomes = [fu.result() for fu in futures if not fu.cancelled()]
+                raise typer.Exit(130)
+    finally:
+        if live:
+            live.stop()
+    out.print(_summary(outcomes))
+    codes = [o.exit_code for o in outcomes]
+    raise typer.Exit(max(codes) if codes else 0)
+
+
+@app.command()
+def report(run_dir: Path = typer.Argument(..., help="a reports/<run-id> directory")):
+    """Re-render the HTML report (and JUnit XML) of a finished run from its result.json."""
+    if not (run_dir / "result.json").is_file():
+        console.print(f"[red]error[/red] {run_dir}: no result.json here (give a reports/<run-id> directory)")
+        raise typer.Exit(EXIT_BAD_INPUT)
+    try:
+        from chaosbench.report import render_run
+    except ImportError:
+        console.print("[red]error[/red] the HTML report module (chaosbench.report) is not installed in this build")
+        raise typer.Exit(3)
+    path = render_run(run_dir)
+    out.print(f"wrote {path}")
+
+
+@images_app.command("build")
+def images_build(args: List[str] = typer.Argument(None, help="extra arguments for the image builder")):
+    """Build the cluster images locally (delegates to python -m chaosbench.cluster.images build)."""
+    rc = subprocess.call([sys.executable, "-m", "chaosbench.cluster.images", "build", *(args or [])])
+    raise typer.Exit(rc)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""Run one scenario: validate, create the cluster, drive the fault schedule while watching the
+trainers, collect the history, evaluate the checks, write reports/<run-id>/. Teardown always runs.
+
+The verdict separates the system under test from the harness: `failed` (a check failed or could
+not be evaluated: exit 1) versus `error` (the cluster or harness broke: exit 3).
+"""
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import yaml
+
+from chaosbench.checks import evaluate
+from chaosbench.checks.history import History
+from chaosbench.checks.inventory import take_inventory
+from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
+from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.faults import FaultContext, FaultLog, get_fault
+from chaosbench.observer import EventTail, Progress
+from chaosbench.result import (ClusterShape, FaultRecord, RunResult, ScenarioRef, write_junit)
+from chaosbench.scenario import Scenario, load_scenario
+from chaosbench.scenario.loader import resolve_trainer_config
+from chaosbench.scenario.schedule import Schedule
+
+EXIT = {"passed": 0, "failed": 1, "error": 3}
+
+
+@dataclass
+class RunOptions:
+    backend: str | None = None          # overrides the scenario's cluster.backend
+    seed: int | None = None             # overrides the scenario's seed
+    keep_cluster: bool = False
+    report_dir: Path = Path("reports")
+    command: str = ""                   # the command line, recorded for replay
+    on_progress: Callable[[Progress], None] | None = None
+    on_message: Callable[[str], None] | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    poll_s: float = 0.25
+
+
+@dataclass
+class RunOutcome:
+    scenario: str
+    run_dir: Path | None
+    result: RunResult | None
+    exit_code: int
+
+
+def pick_backend(requested: str) -> str:
+    from chaosbench.cluster import available_backends
+    avail = list(available_backends())
+    if requested != "auto":
+        if requested not in avail:
+            raise UnsupportedFault(f"backend '{requested}' is not available here (available: "
+                                   f"{', '.join(avail) or 'none'})")
+        return requested
+    for name in ("docker", "local"):
+        if name in avail:
+            return name
+    raise UnsupportedFault("no cluster backend is available (need docker with built images, or local)")
+
+
+def new_run_id(name: str) -> str:
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def scenario_as_yaml(s: Scenario, file_backend: str, seed: int) -> str:
+    """The scenario as run, in the file format (faults as `<type>: params`)."""
+    data = s.model_dump(mode="json", exclude_defaults=True)
+    data["cluster"] = {**data.get("cluster", {}), "backend": file_backend}
+    data["seed"] = seed
+    data["faults"] = []
+    for f in s.faults:
+        entry = {"id": f.id, "at": f.at.model_dump(exclude_defaults=True), f.kind: f.params}
+        if f.duration_s is not None:
+            entry["duration_s"] = f.duration_s
+        if f.repeat is not None:
+            entry["repeat"] = f.repeat.model_dump()
+        data["faults"].append(entry)
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | None) -> ClusterSpec:
+    c = s.cluster
+    cfg = s.trainer.config
+    if cfg and s.trainer.command is None:
+        resolved = resolve_trainer_config(cfg, scenario_path)
+        cfg = str(resolved) if resolved else cfg
+    return ClusterSpec(run_id=run_id, run_dir=run_dir, nodes=c.nodes, procs_per_node=c.procs_per_node,
+                       min_nodes=c.elastic.min_nodes, max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous,
+                       max_restarts=c.elastic.max_restarts, trainer_config=cfg or "",
+                       trainer_overrides=dict(s.trainer.overrides), command=s.trainer.command, env=dict(c.env),
+                       nvme_size_mb=c.nvme_size_mb, shm_size_mb=c.shm_size_mb, persistent_nvme=c.persistent_nvme,
+                       rdzv_timeouts=dict(c.rdzv_timeouts))
+
+
+def unsupported_faults(s: Scenario, supported: frozenset[str]) -> list[str]:
+    out = []
+    for f in s.faults:
+        missing = [n for n in get_fault(f.kind).needs if n not in supported]
+        if missing:
+            out.append(f"{f.id} ({f.kind}) needs {', '.join(missing)}")
+    return out
+
+
+def run_scenario(path: str | Path, opts: RunOptions | None = None) -> RunOutcome:
+    """Load (may raise ScenarioError: bad input, nothing started) and run one scenario file."""
+    opts = opts or RunOptions()
+    scenario = load_scenario(path)
+    return Runner(scenario, Path(path), opts).run()
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, path: Path | None, opts: RunOptions):
+        self.s, self.path, self.opts = scenario, path, opts
+        self.seed = opts.seed if opts.seed is not None else scenario.seed
+        self.run_id = new_run_id(scenario.name)
+        self.run_dir = Path(opts.report_dir) / self.run_id
+        self.progress = Progress(checks_pending=0)
+        self.records: dict[str, FaultRecord] = {}
+        self.harness: dict = {}
+        self.cluster = None
+
+    def say(self, msg: str) -> None:
+        self.progress.message = msg
+        if self.opts.on_message:
+            self.opts.on_message(msg)
+        self._tick()
+
+    def _tick(self) -> None:
+        if self.opts.on_progress:
+            self.opts.on_progress(self.progress)
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> RunOutcome:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "events").mkdir(exist_ok=True)
+        (self.run_dir / "logs").mkdir(exist_ok=True)
+        started = time.time()
+        error: str | None = None
+        backend = self.opts.backend or self.s.cluster.backend
+        try:
+            backend = pick_backend(backend)
+            (self.run_dir / "scenario.yaml").write_text(scenario_as_yaml(self.s, backend, self.seed))
+            self._run_cluster(backend)
+        except (ClusterError, OSError, RuntimeError, ValueError) as e:
+            error = f"{type(e).__name__}: {e}"
+            self.say(f"harness error: {error}")
+        except KeyboardInterrupt:
+            error = "interrupted (Ctrl-C); the cluster was torn down"
+            self._finish(backend, started, error)
+            raise
+        return self._finish(backend, started, error)
+
+    def _run_cluster(self, backend: str) -> None:
+        from chaosbench.cluster import create_cluster
+        spec = build_spec(self.s, self.run_id, self.run_dir.resolve(), self.path)
+        self.progress.phase = "cluster_up"
+        self.say(f"creating {backend} cluster: {self.s.cluster.nodes} node(s), run {self.run_id}")
+        cluster = self.cluster = create_cluster(backend, spec)
+        missing = unsupported_faults(self.s, cluster.supported_faults)
+        if missing:
+            raise UnsupportedFault(f"backend '{backend}' cannot inject: {'; '.join(missing)}")
+        try:
+            cluster.up()
+            self.say("cluster up; starting training")
+            cluster.start_training()
+            self.harness["training_started_at"] = time.time()
+            self.progress.phase = "training"
+            self._drive(cluster)
+        finally:
+            self.progress.phase = "collecting"
+            self.say("collecting logs and events")
+            try:
+                self._collect(cluster)
+            finally:
+                if self.opts.keep_cluster:
+                    self.say(f"--keep-cluster: cluster left up; {_attach_hint(cluster)}")
+                else:
+                    cluster.down()
+
+    def _drive(self, cluster) -> None:
+        run = self.s.run
+        tail = EventTail(cluster.events_dir)
+        sched = Schedule(self.s.faults, self.seed)
+        log = FaultLog(self.run_dir / "faults.jsonl")
+        faults = {}
+        for p in sched.plans:
+            rng = random.Random(f"{self.seed}:{p.fault_id}:target")
+            ctx = FaultContext(cluster=cluster, log=log, rng=rng)
+            params = get_fault(p.entry.kind).Params.model_validate(p.entry.params)
+            faults[p.fault_id] = get_fault(p.entry.kind)(p.fault_id, params, ctx)
+            self.records[p.fault_id] = FaultRecord(id=p.fault_id, type=p.entry.kind, trigger=p.entry.at.describe(),
+                                                   params=p.entry.params)
+        t0 = self.harness["training_started_at"]
+        target = self.s.expect.reaches_step
+        reached_at = None
+        next_status = 0.0
+        stop = None
+        self.progress.last_progress_at = time.time()
+        while stop is None:
+            now = time.time()
+            rel = now - t0
+            for ev in tail.poll():
+                self.progress.update(ev)
+                sched.observe_event(ev, ev.get("ts", now) - t0)
+            for act in sched.due(rel, self.progress.step):
+                self._act(act, faults[act.planned.fault_id], sched, t0)
+            self.progress.faults_pending = sched.pending
+            self.progress.faults_injected = sum(1 for r in self.records.values() if r.injected_at)
+            self._tick()
+            if target is not None and self.progress.step >= target and reached_at is None:
+                reached_at = now
+                self.say(f"reached step {self.progress.step}")
+            if reached_at is not None and now - reached_at >= run.settle_s:
+                stop = f"reached step {target}"
+            elif rel > run.timeout_s:
+                stop = f"timeout: {run.timeout_s:g} s elapsed (highest step {self.progress.step})"
+            elif now - self.progress.last_progress_at > run.stuck_after_s:
+                stop = (f"stuck: no progress for {run.stuck_after_s:g} s (highest step {self.progress.step}; "
+                        f"trainer phases: {self.progress.trainer_phases or 'none reported'})")
+            elif self.opts.cancel.is_set():
+                raise ClusterError("cancelled")
+            elif now >= next_status:
+                next_status = now + 2.0
+                if target is None and sched.finished and self._all_exited(cluster):
+                    stop = "every node exited"
+                elif target is not None and self._all_exited(cluster) and sched.pending == 0:
+                    stop = f"every node exited before step {target} (highest step {self.progress.step})"
+            if stop is None:
+                time.sleep(self.opts.poll_s)
+        for ev in tail.poll():
+            self.progress.update(ev)
+        self.harness["stop_reason"] = stop
+        self.harness["stopped_at"] = time.time()
+        self.say(f"stopping: {stop}")
+        for p in sched.unhealed():   # leave the cluster healthy enough to collect from
+            self._act_heal(p, faults[p.fault_id], sched, t0, best_effort=True)
+
+    def _all_exited(self, cluster) -> bool:
+        try:
+            return all(cluster.node_status(n).startswith(("exited", "absent")) for n in cluster.node_names())
+        except ClusterError:
+            return False
+
+    def _act(self, act, fault, sched, t0) -> None:
+        p = act.planned
+        if act.kind == "heal":
+            return self._act_heal(p, fault, sched, t0)
+        self.say(f"injecting {p.fault_id}: {p.entry.kind} ({p.entry.at.describe()})")
+        try:
+            ts = fault.inject()
+        except Exception as e:
+            self.records[p.fault_id].error = f"inject failed: {type(e).__name__}: {e}"
+            raise ClusterError(f"fault {p.fault_id} ({p.entry.kind}) could not be injected: {e}") from e
+        rec = self.records[p.fault_id]
+        rec.injected_at, rec.target = ts, fault.target
+        sched.mark_injected(p, ts - t0)
+
+    def _act_heal(self, p, fault, sched, t0, best_effort: bool = False) -> None:
+        self.say(f"healing {p.fault_id}: {p.entry.kind}")
+        try:
+            ts = fault.heal()
+        except Exception as e:
+            self.records[p.fault_id].error = f"heal failed: {type(e).__name__}: {e}"
+            if best_effort:
+                return
+            raise ClusterError(f"fault {p.fault_id} ({p.entry.kind}) could not be healed: {e}") from e
+        now = ts if ts is not None else time.time()
+        self.records[p.fault_id].healed_at = ts
+        sched.mark_healed(p, now - t0)
+
+    def _collect(self, cluster) -> None:
+        try:
+            cluster.collect()
+        except Exception as e:   # keep what we have; the checks will say what is missing
+            self.say(f"collect failed: {e}")
+        src = Path(cluster.events_dir)
+        dst = self.run_dir / "events"
+        if src.is_dir() and src.resolve() != dst.resolve():
+            for f in src.glob("events-*.jsonl"):
+                shutil.copy2(f, dst / f.name)
+        roots = {}
+        for node in cluster.node_names():
+            for tier, getter in (("nvme", cluster.nvme_dir), ("memory", cluster.shm_dir)):
+                try:
+                    roots[f"{node}/{tier}"] = (tier, Path(getter(node)))
+                except (UnsupportedFault, NotImplementedError):
+                    continue
+        if roots:
+            (self.run_dir / "checkpoints.json").write_text(json.dumps(take_inventory(roots), indent=1))
+
+    # -- verdict and files ----------------------------------------------------------------------
+    def _finish(self, backend: str, started: float, error: str | None) -> RunOutcome:
+        self.progress.phase = "checks"
+        (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
+        h = History.load(self.run_dir)
+        recs, checks = evaluate(h, self.s.expect)
+        c = self.s.cluster
+        if error:
+            verdict = "error"
+        else:
+            verdict = "failed" if any(r.blocking for r in checks) else "passed"
+        finished = time.time()
+        result = RunResult(
+            run_id=self.run_id,
+            scenario=ScenarioRef(name=self.s.name, file=str(self.path) if self.path else None,
+                                 description=self.s.description),
+            backend=backend,
+            cluster=ClusterShape(nodes=c.nodes, procs_per_node=c.procs_per_node, min_nodes=c.elastic.min_nodes,
+                                 max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous),
+            seed=self.seed, command=self.opts.command or f"chaosbench run {self.path} --backend {backend} --seed {self.seed}",
+            started_at=started, finished_at=finished, duration_s=round(finished - started, 3),
+            verdict=verdict, error=error, faults=list(self.records.values()), recoveries=recs, checks=checks,
+            checkpoints=checkpoint_stats(h), timeline=timeline(h), goodput=goodput(h))
+        result.write(self.run_dir)
+        write_junit(result, self.run_dir)
+        _render_report(self.run_dir, result, self.say)
+        self.progress.phase = "done"
+        self._tick()
+        return RunOutcome(self.s.name, self.run_dir, result, EXIT[verdict])
+
+
+def _attach_hint(cluster) -> str:
+    hint = getattr(cluster, "attach_hint", None)
+    if callable(hint):
+        return hint()
+    return f"events in {cluster.events_dir}; proxy API {cluster.proxy_api}; remove with `docker compose down` " \
+           f"or by killing run {cluster.spec.run_id}"
+
+
+def _render_report(run_dir: Path, result: RunResult, say) -> None:
+    try:
+        from chaosbench.report import render_run
+    except ImportError:
+        result.files.pop("report", None)
+        result.write(run_dir)
+        return
+    try:
+        render_run(run_dir)
+    except Exception as e:   # the run record stands without its HTML view
+        say(f"report rendering failed: {type(e).__name__}: {e}")

@@ -1,0 +1,131 @@
+"""Recovery breakdown and the recovery checks, over synthetic histories."""
+from chaosbench.checks import evaluate
+from chaosbench.checks.history import History
+from chaosbench.checks.recovery import recoveries
+from chaosbench.checks.recovery_checks import (max_lost_steps, max_recovery_seconds, recovered_from,
+                                               world_size_after, world_sizes)
+from chaosbench.scenario.model import Expect
+
+from .synth import T0, node_loss
+
+
+def test_breakdown_of_a_node_loss():
+    (r,) = recoveries(node_loss())
+    assert r.fault_id == "f1" and r.injected_at == T0 + 4.0
+    assert r.detection_s == 0.25                 # survivors' fatal event
+    assert r.rendezvous_s == 1.75                # new incarnation at 6.0
+    assert r.restore_s == 0.6                    # last rank restored at 6.6
+    assert r.first_step_s == 0.4                 # first step at 7.0
+    assert r.total_s == 3.0
+    assert (r.tier, r.restored_step, r.source) == ("memory", 40, "local,peer")
+    assert (r.step_before_fault, r.lost_steps) == (42, 2)
+    assert (r.world_size_before, r.world_size_after) == (3, 2)
+
+
+def test_no_detection_event_leaves_detection_unknown_not_zero():
+    (r,) = recoveries(node_loss(fatal=False))
+    assert r.detected_at is None and r.detection_s is None
+    assert r.rendezvous_s == 2.0 and r.total_s == 3.0
+
+
+def test_recovered_from_passes_and_fails_with_reason():
+    res = recovered_from(node_loss(), Expect(recovered_from="memory"), recoveries(node_loss()))
+    assert res.status == "passed" and res.observed == "memory@40"
+    h = node_loss()
+    res = recovered_from(h, Expect(recovered_from="s3"), recoveries(h))
+    assert res.status == "failed"
+    assert "expected s3" in res.reason and "restored step 40 from memory" in res.reason
+
+
+def test_resumed_at_step():
+    h = node_loss(restored=35)
+    assert recovered_from(h, Expect(resumed_at_step=35), recoveries(h)).status == "passed"
+    res = recovered_from(h, Expect(recovered_from="memory", resumed_at_step=40), recoveries(h))
+    assert res.status == "failed" and "step 35" in res.reason
+
+
+def test_trainer_without_tier_is_not_evaluated():
+    h = node_loss(emit_tier=False)
+    res = recovered_from(h, Expect(recovered_from="memory"), recoveries(h))
+    assert res.status == "not_evaluated" and "no checkpoint tier" in res.reason
+
+
+def test_trainer_without_events_is_not_evaluated():
+    h = History(faults=node_loss().faults)
+    for check in (recovered_from, max_lost_steps, max_recovery_seconds, world_size_after):
+        res = check(h, Expect(recovered_from="memory", max_lost_steps=1, max_recovery_seconds=5,
+                              world_size_after=2), [])
+        assert res.status == "not_evaluated" and "no events" in res.reason
+
+
+def test_no_restart_after_fault_fails_recovery_checks():
+    h = node_loss()
+    h.events = [e for e in h.events if e["restart_count"] == 0]
+    res = recovered_from(h, Expect(recovered_from="memory"), recoveries(h))
+    assert res.status == "failed" and "no worker restarted after fault(s) f1" in res.reason
+
+
+def test_restart_that_never_trains_fails():
+    h = node_loss(steps_after=0)
+    res = max_recovery_seconds(h, Expect(max_recovery_seconds=30), recoveries(h))
+    assert res.status == "failed" and "never completed a training step" in res.reason
+
+
+def test_no_fault_injected_is_not_evaluated():
+    h = node_loss()
+    h.faults = []
+    assert recovered_from(h, Expect(recovered_from="memory"), []).status == "not_evaluated"
+
+
+def test_max_lost_steps_bound():
+    h = node_loss()
+    recs = recoveries(h)
+    assert max_lost_steps(h, Expect(max_lost_steps=5), recs).status == "passed"
+    res = max_lost_steps(h, Expect(max_lost_steps=1), recs)
+    assert res.status == "failed" and res.observed == 2 and "last step 42, resumed at 40" in res.reason
+
+
+def test_fresh_start_counts_everything_as_lost():
+    h = node_loss(tier=None, restored=0)
+    (r,) = recoveries(h)
+    assert r.tier == "none" and r.lost_steps == 42
+    res = recovered_from(h, Expect(recovered_from="memory"), [r])
+    assert res.status == "failed" and "from none" in res.reason
+
+
+def test_max_recovery_seconds_reports_breakdown():
+    h = node_loss()
+    recs = recoveries(h)
+    ok = max_recovery_seconds(h, Expect(max_recovery_seconds=30), recs)
+    assert ok.status == "passed" and "detection 0.25s + rendezvous 1.75s + restore 0.60s" in ok.reason
+    assert max_recovery_seconds(h, Expect(max_recovery_seconds=2.5), recs).status == "failed"
+
+
+def test_world_size_checks():
+    h = node_loss()
+    recs = recoveries(h)
+    assert world_size_after(h, Expect(world_size_after=2), recs).status == "passed"
+    assert world_size_after(h, Expect(world_size_after=3), recs).status == "failed"
+    assert world_sizes(h, Expect(world_sizes=[3, 2]), recs).status == "passed"
+    res = world_sizes(h, Expect(world_sizes=[3, 2, 3]), recs)
+    assert res.status == "failed" and res.observed == [3, 2]
+
+
+def test_mixed_tiers_across_ranks_fail():
+    h = node_loss()
+    for e in h.events:
+        if e["event"] == "checkpoint_loaded" and e["rank"] == 1:
+            e["tier"] = "nvme"
+    res = recovered_from(h, Expect(recovered_from="memory"), recoveries(h))
+    assert res.status == "failed" and "memory,nvme" in res.observed
+
+
+def test_evaluate_marks_optional_and_only_runs_requested():
+    h = node_loss(emit_tier=False)
+    recs, results = evaluate(h, Expect(recovered_from="memory", max_lost_steps=5, optional=["recovered_from"]))
+    by = {r.name: r for r in results}
+    assert set(by) == {"recovered_from", "max_lost_steps"} and len(recs) == 1
+    assert by["recovered_from"].status == "not_evaluated" and by["recovered_from"].optional
+    assert not by["recovered_from"].blocking and not by["max_lost_steps"].blocking
+    _, results = evaluate(h, Expect(recovered_from="memory"))
+    assert results[0].blocking     # not evaluated and not optional: fails the run

@@ -1,0 +1,121 @@
+"""Run-wide checks (progress, restarts, loss, checkpoint files, fatal, logs) over synthetic histories."""
+import hashlib
+import json
+
+from chaosbench.checks.history import History
+from chaosbench.checks.inventory import take_inventory
+from chaosbench.checks.recovery import recoveries
+from chaosbench.checks.run_checks import (checkpoints_valid, log_regex, loss_continuity, no_fatal,
+                                          no_restart, reaches_step)
+from chaosbench.scenario.model import Expect, LogRegex, LossContinuity
+
+from .synth import node_loss, no_fault
+
+
+def run(check, h, **expect):
+    return check(h, Expect(**expect), recoveries(h))
+
+
+def test_reaches_step_with_budget_and_stop_reason():
+    h = node_loss()                      # last step 100 at t = 7.0 + 5.9
+    assert run(reaches_step, h, reaches_step=100).status == "passed"
+    assert run(reaches_step, h, reaches_step=100, within_seconds=20).status == "passed"
+    res = run(reaches_step, h, reaches_step=100, within_seconds=10)
+    assert res.status == "failed" and "over the 10 s budget" in res.reason
+    h.harness["stop_reason"] = "stuck: no progress for 120 s"
+    res = run(reaches_step, h, reaches_step=500)
+    assert res.status == "failed" and res.observed == 100 and "stuck: no progress" in res.reason
+    assert run(reaches_step, History(), reaches_step=5).status == "not_evaluated"
+
+
+def test_no_restart():
+    assert run(no_restart, no_fault(), no_restart=True).status == "passed"
+    res = run(no_restart, node_loss(), no_restart=True)
+    assert res.status == "failed" and res.observed == 2 and "node-0/local0 x1" in res.reason
+    assert run(no_restart, node_loss(), no_restart=None) is None
+    assert run(no_restart, History(), no_restart=True).status == "not_evaluated"
+
+
+def test_loss_continuity():
+    assert run(loss_continuity, node_loss(), loss_continuity=True).status == "passed"
+    res = run(loss_continuity, node_loss(after_loss=5.5), loss_continuity=LossContinuity(max_increase=0.2))
+    assert res.status == "failed" and "5.5000 after" in res.reason
+    h = node_loss()
+    for e in h.events:
+        e.pop("loss", None)
+    assert run(loss_continuity, h, loss_continuity=True).status == "not_evaluated"
+    assert run(loss_continuity, no_fault(), loss_continuity=True).status == "not_evaluated"
+
+
+def _ckpt(root, step, data=b"weights" * 100, manifest=True, corrupt=False):
+    d = root / f"step-{step:08d}"
+    d.mkdir(parents=True)
+    (d / "state.pt").write_bytes(data if not corrupt else data[:-1] + b"X")
+    if manifest:
+        (d / "manifest.json").write_text(json.dumps({"file": "state.pt", "bytes": len(data), "step": step,
+                                                    "sha256": hashlib.sha256(data).hexdigest()}))
+
+
+def test_checkpoints_valid_over_real_files(tmp_path):
+    nvme = tmp_path / "node-0"
+    _ckpt(nvme, 20)
+    _ckpt(nvme, 40)
+    (nvme / "fill.bin").write_bytes(b"0" * 10)      # the fill_nvme ballast is ignored
+    h = History(inventory=take_inventory({"node-0/nvme": ("nvme", nvme)}))
+    res = run(checkpoints_valid, h, checkpoints_valid=True)
+    assert res.status == "passed" and res.observed == 2
+
+    (nvme / "step-00000060.tmp").mkdir()
+    (nvme / "step-00000060.tmp" / "state.pt").write_bytes(b"half")
+    _ckpt(nvme, 80, corrupt=True)
+    h = History(inventory=take_inventory({"node-0/nvme": ("nvme", nvme)}))
+    res = run(checkpoints_valid, h, checkpoints_valid=True)
+    assert res.status == "failed"
+    assert "partial files: node-0/nvme:step-00000060.tmp/state.pt" in res.reason
+    assert "step-00000080 (sha256 mismatch)" in res.reason
+
+
+def test_checkpoints_valid_not_evaluated_cases(tmp_path):
+    assert run(checkpoints_valid, History(), checkpoints_valid=True).status == "not_evaluated"
+    empty = History(inventory=take_inventory({"n/nvme": ("nvme", tmp_path)}))
+    assert "no checkpoint files" in run(checkpoints_valid, empty, checkpoints_valid=True).reason
+    _ckpt(tmp_path, 1, manifest=False)
+    h = History(inventory=take_inventory({"n/nvme": ("nvme", tmp_path)}))
+    res = run(checkpoints_valid, h, checkpoints_valid=True)
+    assert res.status == "not_evaluated" and "no manifest" in res.reason
+
+
+def test_no_fatal():
+    res = run(no_fatal, node_loss(), no_fatal=True)
+    assert res.status == "failed" and res.observed == 2 and "DistBackendError" in res.reason
+    assert run(no_fatal, node_loss(fatal=False), no_fatal=True).status == "passed"
+    assert run(no_fatal, History(), no_fatal=True).status == "not_evaluated"
+
+
+def test_log_regex():
+    h = History(logs={"node-0.log": "step 1\nWARNING rendezvous timed out\n", "node-1.log": "fine\n"})
+    present, absent, scoped = run(log_regex, h, log_regex=[
+        LogRegex(pattern=r"rendezvous timed out"),
+        LogRegex(pattern=r"Traceback", expect="absent"),
+        LogRegex(pattern=r"timed out", node="node-1"),
+    ])
+    assert present.status == "passed" and "node-0.log" in present.reason
+    assert absent.status == "passed"
+    assert scoped.status == "failed" and scoped.observed == "absent"
+    (nolog,) = run(log_regex, History(), log_regex=[LogRegex(pattern="x")])
+    assert nolog.status == "not_evaluated"
+
+
+def test_history_load_skips_torn_lines(tmp_path):
+    (tmp_path / "events").mkdir()
+    good = json.dumps({"ts": 1.0, "event": "step", "node": "node-0", "step": 1})
+    (tmp_path / "events" / "events-node-0-local0.jsonl").write_text(good + "\n" + '{"ts": 2.0, "ev')
+    (tmp_path / "faults.jsonl").write_text(
+        json.dumps({"ts": 1.5, "id": "f1", "fault": "pause_node", "action": "inject", "target": "node-1",
+                    "params": {}}) + "\n" +
+        json.dumps({"ts": 3.5, "id": "f1", "fault": "pause_node", "action": "heal", "target": "node-1",
+                    "params": {}}) + "\n")
+    h = History.load(tmp_path)
+    assert [e["step"] for e in h.events] == [1]
+    assert h.faults[0].injected_at == 1.5 and h.faults[0].healed_at == 3.5
+    assert h.inventory is None and h.logs == {}
