@@ -50,6 +50,7 @@ def test_env_and_topology_errors():
     check_topology(env, 1, 2)
 
 
+@pytest.mark.integration
 def test_started_without_torchrun_reports_and_emits_fatal(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
                                                            "MASTER_ADDR", "MASTER_PORT")}
