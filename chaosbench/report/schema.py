@@ -10,7 +10,7 @@ from typing import Any
 TOP = ("run_id", "scenario", "backend", "cluster", "seed", "command", "started_at", "finished_at",
        "duration_s", "verdict", "error", "faults", "recoveries", "checks", "checkpoints", "timeline",
        "goodput", "files")
-FAULT = ("id", "type", "target", "trigger", "params", "injected_at", "healed_at")
+FAULT = ("id", "type", "target", "trigger", "params", "injected_at", "healed_at", "error")
 RECOVERY = ("fault_id", "injected_at", "detected_at", "rendezvous_done_at", "restored_at", "first_step_at",
             "detection_s", "rendezvous_s", "restore_s", "first_step_s", "total_s", "tier", "restored_step",
             "source", "bytes", "restore_duration_s", "step_before_fault", "lost_steps",

@@ -195,3 +195,22 @@ def test_long_logs_keep_the_tail(tmp_path):
     (tmp_path / "logs" / "node-0.log").write_text("\n".join(lines) + "\nTraceback: the end\n")
     text = _page(tmp_path).all_text()
     assert "4000 lines, first 1001 omitted" in text and "Traceback: the end" in text
+
+
+def test_fixture_matches_the_runners_result_model(passing_run, failing_run):
+    """The report reads plain JSON; this keeps its test data in step with what the runner writes."""
+    from chaosbench.result import RunResult
+
+    for run_dir in (passing_run, failing_run):
+        model = RunResult.model_validate_json((run_dir / "result.json").read_text())
+        (run_dir / "result.json").write_text(model.model_dump_json(indent=2))  # as the runner writes it
+        page = _page(run_dir)
+        assert page.count("polyline") == 5
+        assert "recovered from memory at step 40 in 3.6 s" in page.all_text()
+
+
+def test_fault_error_is_shown(passing_run):
+    result = json.loads((passing_run / "result.json").read_text())
+    result["faults"][0]["error"] = "docker kill node-2: container not found"
+    (passing_run / "result.json").write_text(json.dumps(result))
+    assert "fault error: docker kill node-2: container not found" in _page(passing_run).all_text()
