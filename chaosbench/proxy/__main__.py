@@ -14,6 +14,7 @@ import logging
 import signal
 import sys
 
+from .api import ApiError
 from .server import ProxyServer
 
 
@@ -36,7 +37,8 @@ async def _main(args: argparse.Namespace, config: list[dict] | None) -> int:
     try:
         await server.start(config)
     except Exception as exc:
-        logging.getLogger("chaosbench.proxy").error("cannot start: %s", exc)
+        where = f"--config {args.config}: " if args.config and isinstance(exc, ApiError) else ""
+        logging.getLogger("chaosbench.proxy").error("cannot start: %s%s", where, exc)
         await server.shutdown()
         return 1
     loop = asyncio.get_running_loop()

@@ -41,7 +41,7 @@ class ProxyServer:
         if populate is not None:
             status, body = await self.api.populate(_encode(populate))
             if status != 201:
-                raise ApiError(status, str(body))
+                raise ApiError(status, body.get("error", str(body)))
         self.port = await self._http.start(self.host, self.port)
         log.info("API listening on %s:%s", self.host, self.port)
 

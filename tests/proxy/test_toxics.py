@@ -89,12 +89,12 @@ def test_slow_close_delays_the_close(client, upstreams):
     client.add_toxic("sc", "slow_close", {"delay": 400})
     with connect(p.port) as s:
         t = time.perf_counter()
-        first = s.recv(10)
-        assert first == b"bye"
-        assert time.perf_counter() - t < 0.3        # data is not delayed, only the close
+        assert s.recv(10) == b"bye"
+        t_data = time.perf_counter() - t
         assert read_all(s) == b""
-        slow = time.perf_counter() - t
-    assert fast < 0.3 and 0.4 <= slow < 1.5
+        t_close = time.perf_counter() - t
+    assert fast < 0.35
+    assert t_close >= 0.4 and t_close - t_data >= 0.25    # only the close waits, not the data
 
 
 def test_timeout_zero_is_a_black_hole_until_removed(client, echo):
