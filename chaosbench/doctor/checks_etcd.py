@@ -14,7 +14,6 @@ from .result import CheckResult, Status
 from .target import Target
 
 V2_BACKENDS = ("etcd", "etcd-v2")
-V2_PREFIX = "/torchelastic/p2p/run_{run_id}"   # torch.distributed.elastic etcd rendezvous key layout
 TIMEOUT = 2.0
 
 
@@ -31,8 +30,9 @@ def v3_keys_mentioning(base: str, needle: str, limit: int = 5000) -> list[str]:
     return sorted(k for k in keys if needle in k)
 
 
-def v2_keys_under(base: str, prefix: str) -> list[str]:
-    r = requests.get(f"{base}/v2/keys{prefix}", params={"recursive": "true"}, timeout=TIMEOUT)
+def v2_keys_mentioning(base: str, needle: str) -> list[str]:
+    """Every v2 key or directory whose path contains `needle` (covers torchrun's etcd and etcd-v2 layouts)."""
+    r = requests.get(f"{base}/v2/keys/", params={"recursive": "true"}, timeout=TIMEOUT)
     if r.status_code == 404:
         return []
     r.raise_for_status()
@@ -41,7 +41,7 @@ def v2_keys_under(base: str, prefix: str) -> list[str]:
         n = stack.pop()
         out.append(n.get("key", ""))
         stack.extend(n.get("nodes", []) or [])
-    return sorted(k for k in out if k)
+    return sorted(k for k in out if needle in k)
 
 
 def etcd_checks(t: Target) -> list[CheckResult]:
@@ -54,7 +54,10 @@ def etcd_checks(t: Target) -> list[CheckResult]:
     results = []
     try:
         r = requests.get(f"{base}/health", timeout=TIMEOUT)
-        health = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+        try:   # etcd 3.4 answers JSON with Content-Type text/plain
+            health = r.json()
+        except ValueError:
+            health = {}
         ok = str(health.get("health")).lower() == "true"
         results.append(CheckResult("etcd health", Status.PASS if ok else Status.FAIL,
                                    f"GET {base}/health -> {r.status_code} {r.text.strip()[:200]}",
@@ -99,7 +102,7 @@ def _stale_state(base: str, run_id: str | None, v2_on: bool) -> CheckResult:
         return CheckResult(name, Status.SKIP, "no run id known; set CHAOSBENCH_RUN_ID or pass --run-id")
     try:
         v3 = v3_keys_mentioning(base, run_id)
-        v2 = v2_keys_under(base, V2_PREFIX.format(run_id=run_id)) if v2_on else []
+        v2 = v2_keys_mentioning(base, run_id) if v2_on else []
     except (requests.RequestException, ValueError) as e:
         return CheckResult(name, Status.SKIP, f"could not list keys: {e}")
     if not v3 and not v2:
@@ -110,7 +113,8 @@ def _stale_state(base: str, run_id: str | None, v2_on: bool) -> CheckResult:
         prefix = os.path.commonprefix(v3)
         fixes.append(f"ETCDCTL_API=3 etcdctl --endpoints={host} del --prefix '{prefix}'")
     if v2:
-        fixes.append(f"curl -X DELETE '{base}/v2/keys{V2_PREFIX.format(run_id=run_id)}?recursive=true'")
+        top = min(v2, key=len)   # the run's directory; deleting it recursively removes the rest
+        fixes.append(f"curl -X DELETE '{base}/v2/keys{top}?recursive=true'")
     shown = (v3 + v2)[:5]
     return CheckResult(name, Status.WARN,
                        f"{len(v3)} v3 and {len(v2)} v2 keys already exist for run id {run_id!r} "

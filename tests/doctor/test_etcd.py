@@ -1,0 +1,81 @@
+"""etcd checks against a real etcd 3.4: down, without v2, with v2, stale rendezvous state and its clean command."""
+import base64
+import shlex
+import subprocess
+import sys
+
+import pytest
+import requests
+
+from chaosbench.doctor import Status, from_env
+from chaosbench.doctor.checks_etcd import etcd_checks
+from chaosbench.services.ports import free_port
+
+from .conftest import REPO, etcd_process, run_doctor
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+
+def _target(url, backend, run_id="doctor-run"):
+    t = from_env({"CHAOSBENCH_ETCD_ENDPOINT": url, "PET_RDZV_BACKEND": backend, "CHAOSBENCH_RUN_ID": run_id})
+    return t
+
+
+def _by_name(results):
+    return {r.name: r for r in results}
+
+
+def test_etcd_down_closed_port():
+    url = f"http://127.0.0.1:{free_port()}"
+    res = etcd_checks(_target(url, "etcd-v3"))
+    assert len(res) == 1 and res[0].status == Status.FAIL
+    assert "GET " + url + "/health failed: ConnectionError" in res[0].evidence
+    assert "start etcd" in res[0].fix and f"curl {url}/health" in res[0].fix
+
+
+def test_etcd_without_v2_fails_for_torchrun_etcd_backend(tmp_path):
+    with etcd_process(tmp_path, enable_v2=False) as url:
+        res = _by_name(etcd_checks(_target(url, "etcd")))
+        assert res["etcd health"].status == Status.PASS
+        assert "etcdserver 3.4" in res["etcd version"].evidence
+        v2 = res["etcd v2 API"]
+        assert v2.status == Status.FAIL
+        assert "needs etcd's v2 API, which is disabled" in v2.evidence and "-> 404" in v2.evidence
+        assert "--enable-v2" in v2.fix and "etcd-v3" in v2.fix
+        # the same etcd is fine for the v3 backend
+        assert _by_name(etcd_checks(_target(url, "etcd-v3")))["etcd v2 API"].status == Status.PASS
+        # and the CLI exits non-zero on the FAIL
+        p = run_doctor("--env", "--no-versions", "--etcd", url, "--rdzv-backend", "etcd", "--json",
+                       env={"PATH": "/usr/bin:/bin", "CHAOSBENCH_RUN_ID": "x"})
+        assert p.returncode == 1 and '"etcd v2 API"' in p.stdout
+
+
+def test_etcd_with_v2_passes(tmp_path):
+    with etcd_process(tmp_path, enable_v2=True) as url:
+        res = _by_name(etcd_checks(_target(url, "etcd")))
+        assert res["etcd v2 API"].status == Status.PASS
+        assert res["etcd rendezvous state"].status == Status.PASS
+
+
+def test_stale_v3_state_warns_and_clean_command_works(tmp_path):
+    from chaosbench.rendezvous.layout import v3_state_key
+    run_id = "doctor-stale"
+    with etcd_process(tmp_path, enable_v2=True) as url:
+        key = v3_state_key(run_id)
+        b64 = lambda s: base64.b64encode(s.encode()).decode()  # noqa: E731
+        requests.post(f"{url}/v3/kv/put", json={"key": b64(key), "value": b64("{}")}, timeout=5).raise_for_status()
+        requests.put(f"{url}/v2/keys/torch/elastic/rendezvous/{run_id}/rdzv/active_version", data={"value": "{}"},
+                     timeout=5).raise_for_status()
+        r = _by_name(etcd_checks(_target(url, "etcd-v3", run_id)))["etcd rendezvous state"]
+        assert r.status == Status.WARN
+        assert key in r.evidence and "1 v3 and" in r.evidence
+        assert f"python -m chaosbench.etcd clean --endpoint {url[7:]} --run-id {run_id}" in r.fix
+        assert "etcdctl" in r.fix and "v2/keys/torch/elastic/rendezvous/" in r.fix
+        # the fix as printed really cleans the state: run the curl-free parts of it
+        etcdctl = next(part for part in r.fix.split(" or ") if "etcdctl" in part)
+        subprocess.run(shlex.split(etcdctl.split("ETCDCTL_API=3 ", 1)[1]), check=True, timeout=20,
+                       env={"ETCDCTL_API": "3", "PATH": "/usr/bin:/bin"}, capture_output=True)
+        top = next(part for part in r.fix.split(" or ") if part.startswith("curl")).split("'")[1]
+        requests.delete(top, timeout=5).raise_for_status()
+        after = _by_name(etcd_checks(_target(url, "etcd-v3", run_id)))["etcd rendezvous state"]
+        assert after.status == Status.PASS, after.evidence
