@@ -124,9 +124,9 @@ class Api:
                 old = None
             if old is None:
                 old = Proxy(item["name"], listen, item["upstream"])
-                self.proxies[old.name] = old
                 if item.get("enabled", True):
-                    await self._start(old)
+                    await self._start(old)     # a proxy that cannot listen is not added
+                self.proxies[old.name] = old
             result.append(old.to_json())
         return 201, {"proxies": result}
 

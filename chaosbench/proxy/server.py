@@ -73,7 +73,7 @@ class ProxyServer:
             try:
                 loop.run_until_complete(self.wait_stopped())
             finally:
-                loop.run_until_complete(asyncio.sleep(0))
+                loop.run_until_complete(_cancel_pending())
                 loop.close()
 
         self._thread = threading.Thread(target=run, name="chaosbench-proxy", daemon=True)
@@ -97,6 +97,15 @@ class ProxyServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+async def _cancel_pending() -> None:
+    """Let closing transports finish and cancel what is left (pipe workers, connects)."""
+    await asyncio.sleep(0)
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _encode(obj: Any) -> bytes:

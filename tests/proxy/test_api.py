@@ -250,6 +250,20 @@ def test_populate_bad_input_changes_nothing(api, body, status, needle):
     assert api("GET", "/proxies").json() == {}
 
 
+def test_populate_listen_in_use_is_500_and_not_added(api, echo):
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    try:
+        port = busy.getsockname()[1]
+        r = api("POST", "/populate", [{"name": "x", "upstream": echo.addr,
+                                       "listen": f"127.0.0.1:{port}"}])
+        assert "in use" in error_of(r, 500)
+        assert api("GET", "/proxies").json() == {}
+    finally:
+        busy.close()
+
+
 def test_reset_enables_and_removes_toxics(api, echo):
     p = make(api, echo)
     api("POST", "/proxies/echo/toxics", {"type": "timeout"})
