@@ -50,6 +50,7 @@ class FaultBand:
     colour: str
     open_end: bool  # shaded to the first step after it, not to a heal
     end_x: float = 0.0
+    anchor_end: bool = False  # label near the right edge: drawn to the left of the line
     recovery_label: str = ""  # e.g. "↺ memory @ step 40 · 3.6 s", at the end of the window
 
 
@@ -168,6 +169,7 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
                                    int(rows[-1]["step"]), width))
 
     recoveries = {r.get("fault_id"): r for r in result.get("recoveries") or []}
+    compact = len(faults) > 4  # many faults (flapping node): short labels, the details are in tooltips
     for i, f in enumerate(faults):
         start = f["injected_at"]
         healed = f.get("healed_at")
@@ -176,20 +178,22 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
         open_end = not isinstance(healed, (int, float))
         if not isinstance(end, (int, float)) or end < start:
             end = start
-        label = " ".join(str(v) for v in (f.get("id"), f.get("type"), f.get("target")) if v)
+        full = " ".join(str(v) for v in (f.get("id"), f.get("type"), f.get("target")) if v)
+        label = full if not compact else str(f.get("id") or f.get("type") or "fault")
         until = "healed" if not open_end else ("first step after" if end > start else "no heal, no recovery")
-        title = f"{label}: injected t+{start - t0:.1f}s, {until} t+{end - t0:.1f}s ({f.get('trigger') or ''})"
+        title = f"{full}: injected t+{start - t0:.1f}s, {until} t+{end - t0:.1f}s ({f.get('trigger') or ''})"
         rec = recoveries.get(f.get("id")) or {}
         recovered = ""
         if rec.get("tier") or rec.get("restored_step") is not None:
             recovered = f"↺ {rec.get('tier') or 'tier not measured'}"
-            if rec.get("restored_step") is not None:
+            if rec.get("restored_step") is not None and not compact:
                 recovered += f" @ step {rec['restored_step']}"
-            if isinstance(rec.get("total_s"), (int, float)):
+            if isinstance(rec.get("total_s"), (int, float)) and not compact:
                 recovered += f" · {rec['total_s']:.1f} s"
         chart.faults.append(FaultBand(x(start), max(2.0, x(end) - x(start)), label, title,
                                       FAULT_COLOURS[i % len(FAULT_COLOURS)], open_end,
-                                      x(end), recovered))
+                                      end_x=x(end), recovery_label=recovered if not compact else "",
+                                      anchor_end=x(start) > right_x - 8 * len(label) - 20))
 
     ws_points = timeline["world_size"]
     if ws_points:

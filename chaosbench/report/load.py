@@ -31,11 +31,16 @@ class TextFile:
 class RunDir:
     path: Path
     result: dict[str, Any]
-    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # file name -> parsed lines
+    event_paths: list[Path] = field(default_factory=list)
     event_files: list[TextFile] = field(default_factory=list)  # raw lines, for the searchable viewer
     logs: list[TextFile] = field(default_factory=list)
     faults_log: list[dict[str, Any]] = field(default_factory=list)
     exits: Any = None
+
+    def parse_events(self) -> dict[str, list[dict[str, Any]]]:
+        """file name -> parsed lines; only needed (and paid for) when result.json has no timeline."""
+        return {p.name: parse_jsonl(p.read_text(encoding="utf-8", errors="replace").splitlines())
+                for p in self.event_paths}
 
 
 def load_result(run_dir: Path) -> dict[str, Any]:
@@ -119,12 +124,8 @@ def load_run_dir(run_dir: str | Path) -> RunDir:
     events_dir = run_dir / str(files.get("events") or "events")
     logs_dir = run_dir / str(files.get("logs") or "logs")
     if events_dir.is_dir():
-        for p in sorted(events_dir.glob("*.jsonl")):
-            # Parse the whole file (the chart fallback needs every step), show only the tail.
-            all_lines = p.read_text(encoding="utf-8", errors="replace").splitlines()
-            run.events[p.name] = parse_jsonl(all_lines)
-            omitted = max(0, len(all_lines) - MAX_EVENT_LINES)
-            run.event_files.append(TextFile(p.name, all_lines[omitted:], omitted))
+        run.event_paths = sorted(events_dir.glob("*.jsonl"))
+        run.event_files = [_read_lines(p, MAX_EVENT_LINES) for p in run.event_paths]
     if logs_dir.is_dir():
         for p in sorted(logs_dir.iterdir()):
             if p.is_file():

@@ -6,13 +6,16 @@ The runner normally writes `timeline` into result.json; a run that broke before 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
+
+Events = dict[str, list[dict[str, Any]]]
 
 
-def timeline_of(result: dict[str, Any], events: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def timeline_of(result: dict[str, Any], parse_events: Callable[[], Events]) -> dict[str, Any]:
     given = result.get("timeline")
     if isinstance(given, dict) and given.get("steps"):
         return _normalised(given)
+    events = parse_events()
     return _normalised(from_events(events)) if events else _normalised(given or {})
 
 
@@ -38,7 +41,7 @@ def _normalised(tl: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def from_events(events: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def from_events(events: Events) -> dict[str, Any]:
     steps, restarts, rendezvous, checkpoints = [], [], [], []
     seen_incarnations: set[tuple] = set()
     for lines in events.values():

@@ -57,8 +57,25 @@ def _recovery_row(rec: dict[str, Any], fault: dict[str, Any] | None) -> dict[str
             "missing_phases": [name for name, v in phases if v is None]}
 
 
+MAX_HEADLINE_FAULTS = 3
+
+
+def _summary(rows: list[dict[str, Any]]) -> str:
+    """Many faults (a flapping node): one line with tiers, worst recovery and total lost steps."""
+    tiers = Counter(str(row["rec"].get("tier") or "tier not measured") for row in rows)
+    totals = sorted(r["rec"]["total_s"] for r in rows if _num(r["rec"].get("total_s")))
+    lost = [r["rec"]["lost_steps"] for r in rows if _num(r["rec"].get("lost_steps"))]
+    parts = [f"{len(rows)} recoveries: " + ", ".join(f"{t} ×{n}" for t, n in tiers.most_common())]
+    if totals:
+        parts.append(f"recovery median {totals[len(totals) // 2]:.1f} s, worst {totals[-1]:.1f} s")
+    parts.append(f"{sum(lost)} steps lost in total" if lost else "lost steps not measured")
+    return "; ".join(parts) + "."
+
+
 def headline(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
     """One plain sentence per fault, then the failing checks: the ten-second answer."""
+    if len(rows) > MAX_HEADLINE_FAULTS:
+        return [_summary(rows)]
     lines = []
     for row in rows:
         f, r = row["fault"], row["rec"]
@@ -106,7 +123,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
     recovery_rows = [_recovery_row(rec, fault_by_id.get(rec.get("fault_id")))
                      for rec in r.get("recoveries") or []]
     checks = r.get("checks") or []
-    timeline = timeline_of(r, run.events)
+    timeline = timeline_of(r, run.parse_events)
     chart = build_chart(r, timeline)
     t0 = r.get("started_at") if _num(r.get("started_at")) else None
     scenario = r.get("scenario") or {}
