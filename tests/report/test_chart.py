@@ -1,0 +1,58 @@
+import pytest
+
+from chaosbench.report.chart import build_chart, nice_ticks
+from chaosbench.report.timeline import from_events, timeline_of
+from chaosbench.report.view import headline
+
+
+@pytest.mark.parametrize("lo,hi,expected", [(0, 37.1, [0, 10, 20, 30]),
+                                            (0, 120, [0, 20, 40, 60, 80, 100, 120]),
+                                            (0, 1, [0, 0.2, 0.4, 0.6, 0.8, 1.0])])
+def test_nice_ticks(lo, hi, expected):
+    assert nice_ticks(lo, hi) == pytest.approx(expected)
+
+
+def _flapping(n_faults):
+    t0 = 1000.0
+    faults = [{"id": f"f{i}", "type": "kill_node", "target": "node-1", "injected_at": t0 + 10 * i,
+               "healed_at": None} for i in range(1, n_faults + 1)]
+    recs = [{"fault_id": f["id"], "tier": "memory", "restored_step": 5 * i, "total_s": 2.0 + i,
+             "lost_steps": 1, "first_step_at": f["injected_at"] + 2.0} for i, f in enumerate(faults, 1)]
+    steps = [{"ts": t0 + s, "node": "node-0", "rank": 0, "step": s, "restart_count": s // 10} for s in range(1, 100)]
+    result = {"started_at": t0, "finished_at": t0 + 100, "faults": faults, "recoveries": recs,
+              "timeline": {"steps": steps}}
+    return result, [{"rec": r, "fault": f} for r, f in zip(recs, faults)]
+
+
+def test_restarts_split_a_series_and_faults_get_windows():
+    result, _ = _flapping(2)
+    chart = build_chart(result, timeline_of(result, dict))
+    assert len(chart.series) == 1 and len(chart.series[0].segments) == 10  # restart_count 0..9
+    assert [f.label for f in chart.faults] == ["f1 kill_node node-1", "f2 kill_node node-1"]
+    assert chart.faults[0].recovery_label == "↺ memory @ step 5 · 3.0 s"
+    assert chart.faults[0].w == pytest.approx(2.0 / 100 * (1100 - 92 - 24), abs=0.1)
+
+
+def test_many_faults_use_short_labels_and_a_summary_headline():
+    result, rows = _flapping(6)
+    chart = build_chart(result, timeline_of(result, dict))
+    assert [f.label for f in chart.faults] == [f"f{i}" for i in range(1, 7)]
+    assert all(f.recovery_label == "" for f in chart.faults)
+    assert "f6 kill_node node-1: injected t+60.0s" in chart.faults[-1].title
+    assert headline(result, rows) == ["6 recoveries: memory ×6; recovery median 6.0 s, worst 8.0 s; "
+                                      "6 steps lost in total."]
+
+
+def test_timeline_from_events_marks_restarts_rendezvous_and_saves():
+    ev = [
+        {"ts": 1.0, "event": "phase", "phase": "rendezvous", "node": "node-0", "rank": 0, "restart_count": 0},
+        {"ts": 2.0, "event": "step", "step": 1, "node": "node-0", "rank": 0, "world_size": 2, "restart_count": 0},
+        {"ts": 2.1, "event": "checkpoint_failed", "tier": "nvme", "step": 1, "node": "node-0", "rank": 0},
+        {"ts": 5.0, "event": "phase", "phase": "rendezvous", "node": "node-0", "rank": 0, "restart_count": 1},
+        {"ts": 6.0, "event": "step", "step": 2, "node": "node-0", "rank": 0, "world_size": 1, "restart_count": 1},
+    ]
+    tl = from_events({"events-node-0-local0.jsonl": ev})
+    assert tl["world_size"] == [[2.0, 2], [6.0, 1]]
+    assert tl["restarts"] == [{"ts": 5.0, "node": "node-0", "restart_count": 1}]
+    assert len(tl["rendezvous"]) == 2
+    assert tl["checkpoints"] == [{"ts": 2.1, "node": "node-0", "tier": "nvme", "step": 1, "ok": False}]
