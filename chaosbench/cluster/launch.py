@@ -62,7 +62,12 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
     }
     if spec.command:
         return NodePlan(list(spec.command), env)
-    rdzv_conf = ",".join(f"{k}={v}" for k, v in sorted(spec.rdzv_timeouts.items()))
+    conf = dict(spec.rdzv_timeouts)
+    if spec.rendezvous == "c10d":
+        # Say which agent hosts the c10d store: on one machine every node "matches" the endpoint
+        # host, and whichever binds first would host it — killing that node then kills rendezvous.
+        conf["is_host"] = "true" if node == "node-0" else "false"
+    rdzv_conf = ",".join(f"{k}={v}" for k, v in sorted(conf.items()))
     argv = [python, "-m", "torch.distributed.run",
             f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
             f"--nproc-per-node={spec.procs_per_node}",
