@@ -68,6 +68,12 @@ def s3_checks(t: Target) -> list[CheckResult]:
         client.head_bucket(Bucket=bucket)
         results.append(CheckResult(name, Status.PASS, "HeadBucket ok"))
     except (ClientError, BotoCoreError) as e:
+        if _describe(e)[0] in ("400", "403", "404"):
+            # HEAD responses carry no body, so no error code: ask again with a GET to learn the exact one
+            try:
+                client.list_objects_v2(Bucket=bucket, MaxKeys=1)
+            except (ClientError, BotoCoreError) as e2:
+                e = e2
         results.append(_fail(name, e, bucket))
         return results
     key = f"{(s3.get('prefix') or '').strip('/')}/.chaosbench-doctor-probe-{uuid.uuid4().hex[:8]}".lstrip("/")
