@@ -17,7 +17,7 @@ import pytest
 
 from trainer.events import read_events
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 MAX_STEPS = 60
 KILL_AT_STEP = 18
@@ -106,10 +106,10 @@ def test_node_loss_resumes_at_world_size_1_from_last_checkpoint(tmp_path):
         def reached_kill_step():
             steps = [e for e in events_of(tmp_path, "node-1") if e["event"] == "step" and e["world_size"] == 2]
             return steps and steps[-1]["step"] >= KILL_AT_STEP
-        wait_for(reached_kill_step, 90, f"both nodes training at world size 2 past step {KILL_AT_STEP}", logs)
+        wait_for(reached_kill_step, 150, f"both nodes training at world size 2 past step {KILL_AT_STEP}", logs)
         kill_tree(nodes["node-1"])
         t_kill = time.time()
-        rc = nodes["node-0"].wait(timeout=90)
+        rc = nodes["node-0"].wait(timeout=120)
         assert rc == 0, "survivor did not finish:\n" + logs[0].read_text()[-4000:]
     finally:
         for p in nodes.values():
@@ -120,7 +120,9 @@ def test_node_loss_resumes_at_world_size_1_from_last_checkpoint(tmp_path):
     before = [e for e in ev if e["restart_count"] == 0]
     steps_before = [e["step"] for e in before if e["event"] == "step"]
     assert {e["world_size"] for e in before if e["event"] == "step"} == {2}
-    saved = [e["step"] for e in before if e["event"] == "checkpoint_saved" and e["ts"] < t_kill]
+    # saves are asynchronous: a snapshot taken before the kill may report after it, so "the last
+    # checkpoint" is the newest save the first incarnation completed
+    saved = [e["step"] for e in before if e["event"] == "checkpoint_saved"]
     assert saved, "no checkpoint was saved before the kill"
 
     # the survivor saw the failure (fatal or failed health check) and torchrun restarted it
