@@ -79,14 +79,15 @@ class EtcdV3Connection:
             except Exception as exc:
                 if not self._transient(exc):
                     raise
-                if time.monotonic() + delay > deadline:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     raise RendezvousConnectionError(
-                        f"etcd at {self.endpoint} unreachable for {window:.0f}s while {what} "
+                        f"etcd at {self.endpoint} unreachable for {window:g}s while {what} "
                         f"({type(exc).__name__}: {exc}); is etcd running and is the "
                         f"--rdzv-endpoint right? (rdzv-conf retry_timeout sets how long to retry)"
                     ) from exc
                 log.warning("etcd at %s: %s failed (%s), retrying", self.endpoint, what, exc)
-                time.sleep(delay * random.uniform(0.8, 1.2))
+                time.sleep(min(remaining, delay * random.uniform(0.8, 1.2)))
                 delay = min(delay * 2, 1.0)
 
     def check(self, retry_timeout: float | None = None) -> None:

@@ -25,10 +25,7 @@ from torch.distributed.elastic.rendezvous.api import RendezvousHandler, Rendezvo
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-from chaosbench.rendezvous.backend import EtcdV3RendezvousBackend
-from chaosbench.rendezvous.connection import EtcdV3Connection
 from chaosbench.rendezvous.layout import DEFAULT_V3_PREFIX, check_run_id, v3_store_prefix
-from chaosbench.rendezvous.store import EtcdV3Store
 
 DEFAULT_PORT = 2379
 
@@ -44,7 +41,14 @@ def _float(params: RendezvousParameters, key: str, default: float) -> float:
     return value
 
 
-def create_backend(params: RendezvousParameters) -> tuple[EtcdV3RendezvousBackend, EtcdV3Store]:
+def create_backend(params: RendezvousParameters):
+    """(EtcdV3RendezvousBackend, EtcdV3Store) for the parameters torchrun parsed."""
+    # Imported here, not at the top: torch loads this module while importing its rendezvous
+    # package, and these modules import from that package (a cycle if done at import time).
+    from chaosbench.rendezvous.backend import EtcdV3RendezvousBackend
+    from chaosbench.rendezvous.connection import EtcdV3Connection
+    from chaosbench.rendezvous.store import EtcdV3Store
+
     if not params.endpoint:
         raise ValueError("the etcd-v3 rendezvous needs --rdzv-endpoint=HOST:PORT (etcd's client port)")
     run_id = check_run_id(params.run_id)
@@ -65,8 +69,10 @@ def create_backend(params: RendezvousParameters) -> tuple[EtcdV3RendezvousBacken
 
 
 def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
+    from chaosbench.rendezvous.handler import republishing
+
     backend, store = create_backend(params)
-    return create_handler(store, backend, params)
+    return republishing(create_handler(store, backend, params))
 
 
 def handler_creator() -> Callable[[RendezvousParameters], RendezvousHandler]:

@@ -1,0 +1,123 @@
+"""Real torchrun agents on real rendezvous backends: join, leave, replacement, stale state, etcd restart.
+
+Each node is its own torchrun (own session) running rdzv_worker.py; a "kill" takes the whole tree.
+The same cases run on c10d for comparison (etcd-only cases are skipped for it).
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from chaosbench.services.etcd_server import EtcdServer
+from chaosbench.services.ports import free_port
+from rdzv_nodes import Node, events, steps_at_world, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+BACKENDS = ["etcd-v3", "c10d"]
+WAIT = 120  # seconds any one phase may take on a loaded 2-core machine
+
+
+@pytest.fixture
+def cluster(request, tmp_path):
+    """(backend, endpoint, etcd or None, make_node); every node and etcd is torn down after."""
+    backend = request.param
+    etcd = EtcdServer(tmp_path / "etcd").start() if backend.startswith("etcd") else None
+    endpoint = etcd.endpoint if etcd else f"127.0.0.1:{free_port()}"
+    nodes: list[Node] = []
+
+    def make_node(name: str, run_id: str = "run", host: bool = False, work: str = "w") -> Node:
+        extra = f"is_host={'true' if host else 'false'}" if backend == "c10d" else ""
+        node = Node(name, tmp_path / work, backend, endpoint, run_id, extra_conf=extra)
+        nodes.append(node)
+        return node.start()
+
+    try:
+        yield backend, endpoint, etcd, make_node
+    finally:
+        for node in nodes:
+            node.kill()
+        if etcd is not None:
+            etcd.stop()
+
+
+def _start_pair(make_node, run_id="run", work="w"):
+    a = make_node("a", run_id, host=True, work=work)
+    time.sleep(1.0)  # c10d: let a bind the store port first, so it is the store host
+    b = make_node("b", run_id, work=work)
+    return a, b
+
+
+def _stop_all(tmp_dir, nodes, timeout=WAIT):
+    (tmp_dir / "STOP").touch()
+    for node in nodes:
+        rc = node.wait(timeout)
+        assert rc == 0, f"{node.name} exited with {rc}:\n{node.log_tail()}"
+
+
+@pytest.mark.parametrize("cluster", BACKENDS, indirect=True)
+def test_join_leave_replace(cluster, tmp_path):
+    backend, _, _, make_node = cluster
+    ev = tmp_path / "w" / "events"
+    a, b = _start_pair(make_node)
+    wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}), WAIT, "both nodes training at world 2", [a, b])
+
+    killed = time.time()
+    b.kill()
+    wait_for(lambda: steps_at_world(ev, 1, {"a"}, since=killed), WAIT, "a alone at world 1", [a])
+    resumed = min(e["ts"] for e in events(ev) if e["world"] == 1 and e["ts"] >= killed)
+    assert max(e["restart"] for e in events(ev) if e["node"] == "a") >= 1
+
+    joined = time.time()
+    c = make_node("c")
+    wait_for(lambda: steps_at_world(ev, 2, {"a", "c"}, since=joined), WAIT,
+             "replacement c and a training at world 2", [a, c])
+    back = min(e["ts"] for e in events(ev) if e["world"] == 2 and e["node"] == "c")
+    _stop_all(tmp_path / "w", [a, c])
+    print(f"\n[{backend}] loss->training at world 1: {resumed - killed:.1f}s; "
+          f"replacement start->world 2: {back - joined:.1f}s")
+
+
+@pytest.mark.parametrize("cluster", BACKENDS, indirect=True)
+def test_stale_state_of_earlier_run_does_not_break_new_run(cluster, tmp_path):
+    backend, endpoint, etcd, make_node = cluster
+    old_a, old_b = _start_pair(make_node, run_id="old", work="old")
+    wait_for(lambda: steps_at_world(tmp_path / "old" / "events", 2, {"a", "b"}), WAIT,
+             "old run at world 2", [old_a, old_b])
+    old_a.kill()                      # the whole old run dies without any clean-up
+    old_b.kill()
+    if etcd is not None:
+        from chaosbench.etcd import list_keys
+        assert list_keys(endpoint, "old"), "the killed run should have left state behind"
+
+    if backend == "c10d":             # the store died with its host agent; reuse the port
+        pass
+    new_a, new_b = _start_pair(make_node, run_id="new", work="new")
+    wait_for(lambda: steps_at_world(tmp_path / "new" / "events", 2, {"a", "b"}), WAIT,
+             "new run at world 2 despite stale state", [new_a, new_b])
+    _stop_all(tmp_path / "new", [new_a, new_b])
+
+
+@pytest.mark.parametrize("cluster", ["etcd-v3"], indirect=True)
+def test_etcd_restart_between_rounds(cluster, tmp_path):
+    _, _, etcd, make_node = cluster
+    ev = tmp_path / "w" / "events"
+    a, b = _start_pair(make_node)
+    wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}), WAIT, "both nodes at world 2", [a, b])
+
+    etcd.stop()                       # etcd gone while training is healthy...
+    time.sleep(3)
+    etcd.start()                      # ...and back on the same data dir and port
+    restarted = time.time()
+    wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}, since=restarted), WAIT,
+             "training still at world 2 after the etcd restart", [a, b])
+    assert max(e["restart"] for e in events(ev)) == 0, "an etcd restart alone must not restart workers"
+
+    killed = time.time()              # the next round runs on the restarted etcd
+    b.kill()
+    wait_for(lambda: steps_at_world(ev, 1, {"a"}, since=killed), WAIT, "a alone at world 1", [a])
+    joined = time.time()
+    c = make_node("c")
+    wait_for(lambda: steps_at_world(ev, 2, {"a", "c"}, since=joined), WAIT, "a and c at world 2", [a, c])
+    _stop_all(tmp_path / "w", [a, c])
