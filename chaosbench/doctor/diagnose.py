@@ -135,12 +135,14 @@ def diagnose_run(run_dir, now: float | None = None, no_progress_timeout_s: float
         return d
     if missing or (waiting and not live):
         joined = len(expected) - len(missing) if expected else len(logs)
-        longest = max([waited(lg) for lg in waiting.values()], default=0.0)
+        in_rdzv = [now - (r.last_progress_ts or now) for r in live if r.phase == "rendezvous"]
+        longest = max([waited(lg) for lg in waiting.values()] + in_rdzv, default=0.0)
         d.phase = "rendezvous"
+        # stuck once the waiting has lasted the timeout; with no trace of any node at all, at once
         d.stuck = longest >= no_progress_timeout_s or (not ranks and not logs)
         who = ", ".join(missing) or "no node"
         d.cause = (f"stuck in rendezvous: {joined} of {len(expected) or '?'} nodes started; {who} never started"
-                   + (f"; {', '.join(waiting)} waiting for >= {longest:.0f} s" if waiting else ""))
+                   + (f"; the others have waited {longest:.0f} s" if longest else ""))
         d.fix = (f"start {who} (or lower the elastic minimum, --nnodes MIN:MAX, so the others can go on "
                  "without it); check it can reach the rendezvous endpoint: `chaosbench doctor --env` on that node")
         return d
