@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,51 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.trainer.procs import free_port, kill_tree
 from trainer.events import read_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 MAX_STEPS = 60
 KILL_AT_STEP = 18
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def descendants(pid: int) -> list[int]:
-    """All descendants of `pid` from /proc (torchrun's workers live in their own sessions)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
-def kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the launcher's session and every descendant, wherever their sessions are."""
-    pids = descendants(proc.pid)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def start_node(name: str, port: int, run_id: str, run_dir: Path, is_host: bool) -> subprocess.Popen:
