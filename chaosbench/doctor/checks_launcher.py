@@ -68,3 +68,20 @@ def check_launcher_env(t: Target) -> CheckResult:
                            "launch every node with the same --nnodes and --nproc-per-node, and let torchrun "
                            "set these variables instead of exporting them by hand")
     return CheckResult(name, Status.PASS, evidence)
+
+
+def check_scenario_file(t: Target) -> CheckResult:
+    """The scenario engine's own validation, so the doctor and `chaosbench run` agree on what is valid."""
+    name = "scenario file"
+    if t.source != "scenario":
+        return CheckResult(name, Status.SKIP, "no scenario given")
+    try:
+        from chaosbench.scenario.loader import ScenarioError, load_scenario
+    except ImportError as e:
+        return CheckResult(name, Status.SKIP, f"scenario engine not importable ({e}); not validated")
+    try:
+        s = load_scenario(t.scenario_file)
+    except ScenarioError as e:
+        return CheckResult(name, Status.FAIL, "; ".join(e.problems), "fix the fields named above "
+                           "(`chaosbench validate FILE` shows the same)")
+    return CheckResult(name, Status.PASS, f"{t.scenario_file}: valid scenario '{s.name}'")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .checks_etcd import etcd_checks
-from .checks_launcher import check_launcher_env
+from .checks_launcher import check_launcher_env, check_scenario_file
 from .checks_network import network_checks
 from .checks_s3 import s3_checks
 from .checks_storage import storage_checks
@@ -13,6 +13,7 @@ from .target import Target
 
 def run_preflight(t: Target, versions: bool = True) -> list[CheckResult]:
     results: list[CheckResult] = []
+    results += timed(check_scenario_file, t)
     results += timed(check_launcher_env, t)
     results += timed(network_checks, t)
     results += timed(etcd_checks, t)

@@ -120,7 +120,6 @@ def from_scenario(path: str, env: dict[str, str] | None = None, config_file: str
                min_nodes=_int(elastic.get("min_nodes", nodes), f"{path}: cluster.elastic.min_nodes"),
                max_nodes=_int(elastic.get("max_nodes", nodes), f"{path}: cluster.elastic.max_nodes"),
                rendezvous=cluster.get("rendezvous", "c10d"),
-               rdzv_endpoint=cluster.get("rendezvous_endpoint"), etcd_endpoint=cluster.get("etcd_endpoint"),
                run_id=data.get("run_id") or data.get("name"),
                wants_gpu=bool(cluster.get("gpus") or cluster.get("gpus_per_node")))
     for k, v in (cluster.get("env") or {}).items():   # scenario env (e.g. NCCL_SOCKET_IFNAME) wins

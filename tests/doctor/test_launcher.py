@@ -72,3 +72,15 @@ def test_under_real_torchrun_passes():
     # the master store is up (torchrun hosts it) and reachable
     master = [c for n, c in checks.items() if n.startswith("tcp master")]
     assert master and master[0]["status"] == "PASS", checks
+
+
+def test_invalid_scenario_reported_by_the_engine_validator(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\ncluster: {nodes: 2, rendezvus: c10d}\ntrainer: {config: trainer/configs/tiny.yaml}\n")
+    p = run_doctor("--scenario", str(bad), "--json", "--no-versions")
+    assert p.returncode == 1, p.stderr
+    c = {c["name"]: c for c in json.loads(p.stdout)["checks"]}["scenario file"]
+    assert c["status"] == "FAIL" and "rendezvus" in c["evidence"]
+    good = run_doctor("--scenario", "scenarios/node_loss.yaml", "--json", "--no-versions")
+    assert good.returncode == 0, good.stdout
+    assert {c["name"]: c for c in json.loads(good.stdout)["checks"]}["scenario file"]["status"] == "PASS"

@@ -45,9 +45,10 @@ def test_port_holders_names_the_process(holder):
 def test_occupied_rendezvous_port_fails_with_holder(holder, tmp_path):
     port, pid = holder
     sc = tmp_path / "s.yaml"
-    sc.write_text(f"name: t\ncluster: {{nodes: 2, rendezvous: c10d, rendezvous_endpoint: '127.0.0.1:{port}'}}\n"
-                  "trainer: {config: null}\n")
-    results = run_preflight(from_scenario(str(sc)), versions=False)
+    sc.write_text("name: t\ncluster: {nodes: 2, rendezvous: c10d}\ntrainer: {config: null}\n")
+    t = from_scenario(str(sc))
+    t.rdzv_endpoint = f"127.0.0.1:{port}"   # as --rdzv-endpoint sets it
+    results = run_preflight(t, versions=False)
     r = next(r for r in results if r.name == f"port rendezvous {port}")
     assert r.status == Status.FAIL
     assert f"port {port} already in use by pid {pid}" in r.evidence
