@@ -89,23 +89,31 @@ def _status_table(states: dict[str, dict]) -> Table:
     return t
 
 
-def _summary(outcomes) -> Table:
+def _summary(outcomes) -> None:
+    """Final table, then one line per check that failed or could not be evaluated (the why)."""
     t = Table(title="chaosbench summary")
-    for col in ("scenario", "verdict", "checks", "report"):
-        t.add_column(col)
+    for col in ("scenario", "verdict", "checks passed", "report"):
+        t.add_column(col, overflow="fold")
     style = {"passed": "green", "failed": "red", "error": "magenta"}
+    lines = []
     for o in outcomes:
         r = o.result
         if r is None:
-            t.add_row(o.scenario, "[magenta]error[/magenta]", "", "")
+            t.add_row(o.scenario, "[magenta]error[/magenta]" if o.exit_code == 3 else "[red]bad input[/red]", "", "")
             continue
         n_ok = sum(c.status == "passed" for c in r.checks)
-        bad = [f"{c.name}: {c.status.replace('_', ' ')} — {c.reason}" for c in r.checks if c.blocking]
-        detail = f"{n_ok}/{len(r.checks)} passed" + ("".join(f"\n{b}" for b in bad))
+        t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", f"{n_ok}/{len(r.checks)}",
+                  str(o.run_dir / "report.html" if (o.run_dir / "report.html").exists() else o.run_dir))
         if r.error:
-            detail += f"\n{r.error}"
-        t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", detail, str(o.run_dir))
-    return t
+            lines.append(f"[magenta]{r.scenario.name}: harness error[/magenta] {r.error}")
+        for c in r.checks:
+            if c.status != "passed":
+                tag = "FAILED" if c.status == "failed" else "NOT EVALUATED" + (" (optional)" if c.optional else "")
+                lines.append(f"[{'red' if c.blocking else 'yellow'}]{r.scenario.name}: {c.name} {tag}[/] "
+                             f"expected {c.expected}, observed {c.observed}: {c.reason}")
+    out.print(t)
+    for line in lines:
+        out.print(line, highlight=False)
 
 
 @app.command()
@@ -169,7 +177,7 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
     finally:
         if live:
             live.stop()
-    out.print(_summary(outcomes))
+    _summary(outcomes)
     codes = [o.exit_code for o in outcomes]
     raise typer.Exit(max(codes) if codes else 0)
 

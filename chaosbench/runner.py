@@ -44,6 +44,7 @@ class RunOptions:
     on_message: Callable[[str], None] | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     poll_s: float = 0.25
+    cluster_factory: Callable[[str, ClusterSpec], object] | None = None   # default: chaosbench.cluster.create_cluster
 
 
 @dataclass
@@ -56,16 +57,17 @@ class RunOutcome:
 
 def pick_backend(requested: str) -> str:
     from chaosbench.cluster import available_backends
-    avail = list(available_backends())
+    why_not = available_backends()   # name -> None if usable, else the reason
     if requested != "auto":
-        if requested not in avail:
-            raise UnsupportedFault(f"backend '{requested}' is not available here (available: "
-                                   f"{', '.join(avail) or 'none'})")
+        if why_not.get(requested, "unknown backend") is not None:
+            raise UnsupportedFault(f"backend '{requested}' is not usable here: "
+                                   f"{why_not.get(requested, 'unknown backend')}")
         return requested
     for name in ("docker", "local"):
-        if name in avail:
+        if why_not.get(name, "unknown") is None:
             return name
-    raise UnsupportedFault("no cluster backend is available (need docker with built images, or local)")
+    raise UnsupportedFault("no cluster backend is usable here: " +
+                           "; ".join(f"{k}: {v}" for k, v in why_not.items()))
 
 
 def new_run_id(name: str) -> str:
@@ -148,7 +150,7 @@ class Runner:
         error: str | None = None
         backend = self.opts.backend or self.s.cluster.backend
         try:
-            backend = pick_backend(backend)
+            backend = backend if self.opts.cluster_factory else pick_backend(backend)
             (self.run_dir / "scenario.yaml").write_text(scenario_as_yaml(self.s, backend, self.seed))
             self._run_cluster(backend)
         except (ClusterError, OSError, RuntimeError, ValueError) as e:
@@ -162,6 +164,7 @@ class Runner:
 
     def _run_cluster(self, backend: str) -> None:
         from chaosbench.cluster import create_cluster
+        create_cluster = self.opts.cluster_factory or create_cluster
         spec = build_spec(self.s, self.run_id, self.run_dir.resolve(), self.path)
         self.progress.phase = "cluster_up"
         self.say(f"creating {backend} cluster: {self.s.cluster.nodes} node(s), run {self.run_id}")
@@ -293,8 +296,8 @@ class Runner:
             for tier, getter in (("nvme", cluster.nvme_dir), ("memory", cluster.shm_dir)):
                 try:
                     roots[f"{node}/{tier}"] = (tier, Path(getter(node)))
-                except (UnsupportedFault, NotImplementedError):
-                    continue
+                except (ClusterError, NotImplementedError, OSError):
+                    continue   # e.g. a stopped container's /dev/shm is gone; inventory what we can
         if roots:
             (self.run_dir / "checkpoints.json").write_text(json.dumps(take_inventory(roots), indent=1))
 

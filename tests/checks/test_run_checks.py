@@ -70,9 +70,15 @@ def test_checkpoints_valid_over_real_files(tmp_path):
     _ckpt(nvme, 80, corrupt=True)
     h = History(inventory=take_inventory({"node-0/nvme": ("nvme", nvme)}))
     res = run(checkpoints_valid, h, checkpoints_valid=True)
-    assert res.status == "failed"
-    assert "partial files: node-0/nvme:step-00000060.tmp/state.pt" in res.reason
-    assert "step-00000080 (sha256 mismatch)" in res.reason
+    assert res.status == "failed" and res.observed == 1
+    assert "node-0/nvme:step-00000080 (sha256 mismatch)" in res.reason
+    assert "1 temp leftover(s)" in res.reason          # an interrupted atomic write is not a failure
+
+    _ckpt(tmp_path / "n1", 20)
+    _ckpt(tmp_path / "n1", 40, manifest=False)         # published without its manifest: incomplete
+    h = History(inventory=take_inventory({"node-1/nvme": ("nvme", tmp_path / "n1")}))
+    res = run(checkpoints_valid, h, checkpoints_valid=True)
+    assert res.status == "failed" and "step-00000040 (no manifest.json)" in res.reason
 
 
 def test_checkpoints_valid_not_evaluated_cases(tmp_path):

@@ -1,0 +1,95 @@
+"""The runner against a fake cluster: schedule driven by observed steps, files written, exit codes,
+teardown always. (Real clusters are exercised by the chaos tests in tests/scenario/test_e2e.py.)"""
+import json
+
+import pytest
+
+from chaosbench.runner import RunOptions, Runner
+from chaosbench.scenario import parse_scenario
+
+from .fake_cluster import FakeCluster
+
+BASE = {"name": "fake_loss", "trainer": {"config": None, "command": ["train"]},
+        "cluster": {"nodes": 3, "elastic": {"min_nodes": 2, "max_nodes": 3}},
+        "faults": [{"at": {"step": 20}, "kill_node": {"node": "node-2"}}],
+        "expect": {"recovered_from": "memory", "max_lost_steps": 5, "world_size_after": 2,
+                   "max_recovery_seconds": 10, "reaches_step": 60},
+        "run": {"timeout_s": 30, "stuck_after_s": 3}}
+
+
+def run(tmp_path, data=None, **fake):
+    s = parse_scenario(data or BASE, "fake.yaml")
+    made = []
+
+    def factory(backend, spec):
+        made.append(FakeCluster(spec, **fake))
+        return made[0]
+
+    out = Runner(s, None, RunOptions(backend="fake", report_dir=tmp_path, cluster_factory=factory,
+                                     poll_s=0.02)).run()
+    return out, made[0]
+
+
+def test_passing_run_writes_the_record(tmp_path):
+    out, cluster = run(tmp_path)
+    r = out.result
+    assert out.exit_code == 0, [c for c in r.checks if c.blocking]
+    assert r.verdict == "passed" and {c.name for c in r.checks} == {
+        "recovered_from", "max_lost_steps", "world_size_after", "max_recovery_seconds", "reaches_step"}
+    assert cluster.calls[:2] == ["up", "start_training"] and cluster.calls[-2:] == ["collect", "down"]
+    assert "kill_node node-2" in cluster.calls
+    (f,) = r.faults
+    assert f.type == "kill_node" and f.target == "node-2" and f.trigger == "at step 20" and f.injected_at
+    (rec,) = r.recoveries
+    assert rec.tier == "memory" and rec.world_size_before == 3 and rec.world_size_after == 2
+    d = out.run_dir
+    for name in ("result.json", "scenario.yaml", "faults.jsonl", "junit.xml", "harness.json", "exits.json"):
+        assert (d / name).is_file(), name
+    assert json.loads((d / "result.json").read_text())["verdict"] == "passed"
+    assert "kill_node:" in (d / "scenario.yaml").read_text()
+    assert json.loads((d / "faults.jsonl").read_text().splitlines()[0])["action"] == "inject"
+
+
+def test_wrong_tier_fails_with_exit_1_and_reason(tmp_path):
+    data = {**BASE, "expect": {**BASE["expect"], "recovered_from": "s3"}}
+    out, _ = run(tmp_path, data)
+    assert out.exit_code == 1 and out.result.verdict == "failed"
+    bad = [c for c in out.result.checks if c.blocking]
+    assert [c.name for c in bad] == ["recovered_from"]
+    assert "expected s3" in bad[0].reason and "from memory" in bad[0].reason
+    junit = (out.run_dir / "junit.xml").read_text()
+    assert 'failures="1"' in junit or "expected s3" in junit
+
+
+def test_stuck_trainer_fails_reaches_step_not_harness(tmp_path):
+    out, cluster = run(tmp_path, hang_after_kill=True)
+    assert out.exit_code == 1
+    reach = next(c for c in out.result.checks if c.name == "reaches_step")
+    assert reach.status == "failed" and "stuck: no progress for 3 s" in reach.reason
+    assert cluster.calls[-1] == "down"
+
+
+def test_cluster_that_breaks_is_exit_3_and_torn_down(tmp_path):
+    out, cluster = run(tmp_path, fail_up=True)
+    assert out.exit_code == 3 and out.result.verdict == "error"
+    assert "etcd did not become healthy" in out.result.error
+    assert cluster.calls[-1] == "down" and (out.run_dir / "result.json").is_file()
+
+
+def test_unsupported_fault_is_refused_before_anything_starts(tmp_path):
+    data = {**BASE, "faults": [{"at": {"step": 5}, "partition": {"node": "node-1"}}]}
+    out, cluster = run(tmp_path, data)
+    assert out.exit_code == 3 and "cannot inject: f1 (partition) needs partition, heal_network" in out.result.error
+    assert "up" not in cluster.calls
+
+
+def test_timed_fault_is_healed_and_logged(tmp_path):
+    data = {**BASE, "faults": [{"at": {"step": 10}, "pause_node": {"node": "node-1"}, "duration_s": 0.2}],
+            "expect": {"reaches_step": 40, "world_sizes": [3]}}
+    out, cluster = run(tmp_path, data)
+    assert out.exit_code == 0
+    assert cluster.calls.index("pause_node node-1") < cluster.calls.index("unpause_node node-1")
+    actions = [json.loads(line)["action"] for line in (out.run_dir / "faults.jsonl").read_text().splitlines()]
+    assert actions == ["inject", "heal"]
+    f = out.result.faults[0]
+    assert f.healed_at - f.injected_at == pytest.approx(0.2, abs=0.15)
