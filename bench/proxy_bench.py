@@ -78,6 +78,12 @@ class Sink:
         self.sock.close()
 
 
+def proc_cpu(pid: int) -> float:
+    """User+system CPU seconds used so far by a process (Linux /proc)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def throughput(port: int, seconds: float, max_bytes: int) -> float:
     """MB/s pushed through to the sink (confirmed by the sink's byte count)."""
     payload = b"\0" * BUF
@@ -159,8 +165,18 @@ def main() -> int:
 
         print("== throughput, no toxic (MB/s, best of %d) ==" % args.repeats)
         cap = args.max_mb * 1024 * 1024
-        direct = max(throughput(sink.port, args.seconds, cap) for _ in range(args.repeats))
-        proxied = max(throughput(p_sink, args.seconds, cap) for _ in range(args.repeats))
+        # interleaved, so a load change on a shared machine hits both sides alike
+        runs = [(throughput(sink.port, args.seconds, cap), throughput(p_sink, args.seconds, cap))
+                for _ in range(args.repeats)]
+        for i, (d, p) in enumerate(runs, 1):
+            print(f"  run {i}: direct {d:8.1f}  proxied {p:8.1f}  ratio {p / d:.2f}")
+        direct, proxied = max(r[0] for r in runs), max(r[1] for r in runs)
+        cpu0 = proc_cpu(proc.pid)
+        t0 = time.perf_counter()
+        moved = throughput(p_sink, args.seconds, cap) * 1e6 * (time.perf_counter() - t0)
+        cpu_per_gb = (proc_cpu(proc.pid) - cpu0) / (moved / 1e9)
+        print(f"proxy process CPU: {cpu_per_gb:.2f} s per GB moved "
+              f"(machine load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")
         ratio = proxied / direct
         print(f"direct   {direct:9.1f} MB/s")
         print(f"proxied  {proxied:9.1f} MB/s   ratio {ratio:.2f}   "

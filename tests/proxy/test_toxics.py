@@ -227,3 +227,40 @@ def test_toxics_chain_in_order(client, upstreams):
         data = read_all(s)
         elapsed = time.perf_counter() - t
     assert data == b"x" * 3000 and elapsed >= 0.2
+
+
+def test_toxics_toggled_during_a_bulk_transfer_keep_bytes_in_order(client, echo):
+    """Switching between the zero-copy path and the toxic path never loses or reorders data,
+    also when the switch happens while the destination is full and bytes wait in the proxy."""
+    import threading
+    p = client.create_proxy("bulk", echo.addr)
+    payload = bytes(range(251)) * 40_000                 # ~10 MB, period 251: reorders show
+    got = bytearray()
+    with connect(p.port, timeout=20) as s:
+        def send():
+            s.sendall(payload)
+
+        def read():
+            while len(got) < len(payload):
+                part = s.recv(1 << 20)
+                if not part:
+                    return
+                got.extend(part)
+        sender = threading.Thread(target=send, daemon=True)
+        reader = threading.Thread(target=read, daemon=True)
+        sender.start()
+        time.sleep(0.5)                                  # nobody reads: every buffer fills up
+        for i in range(6):
+            if i % 2 == 0:
+                client.add_toxic("bulk", "slicer", {"average_size": 4096, "size_variation": 1000},
+                                 name="sl", stream="upstream" if i % 4 else "downstream")
+                client.add_toxic("bulk", "latency", {"latency": 5}, name="lat")
+            else:
+                client.remove_toxic("bulk", "sl")
+                client.remove_toxic("bulk", "lat")
+            if i == 0:
+                reader.start()
+            time.sleep(0.1)
+        sender.join(20)
+        reader.join(20)
+    assert len(got) == len(payload) and bytes(got) == payload
