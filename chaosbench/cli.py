@@ -48,7 +48,7 @@ def validate(paths: List[str] = typer.Argument(..., help="scenario files or dire
     """Check scenario files without starting anything."""
     files, problems = _load_all(paths)
     for p in problems:
-        console.print(f"[red]error[/red] {p}", highlight=False)
+        console.print(f"[red]error[/red] {p}", highlight=False, soft_wrap=True)
     if problems:
         raise typer.Exit(EXIT_BAD_INPUT)
     for f in files:
@@ -113,7 +113,7 @@ def _summary(outcomes) -> None:
                              f"expected {c.expected}, observed {c.observed}: {c.reason}")
     out.print(t)
     for line in lines:
-        out.print(line, highlight=False)
+        out.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -132,7 +132,7 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
         problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local")
     if problems:
         for p in problems:
-            console.print(f"[red]error[/red] {p}", highlight=False)
+            console.print(f"[red]error[/red] {p}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT)
     cancel = threading.Event()
     states: dict[str, dict] = {str(f): {} for f in files}

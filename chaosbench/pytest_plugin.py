@@ -1,5 +1,114 @@
-"""pytest plugin: registers the `chaos` marker (scenario collection is added by the scenario engine)."""
+"""pytest plugin: scenario files as `chaos` test items, and a fixture to run scenarios from Python.
+
+`pytest scenarios/ -m chaos` collects each scenario YAML as one item (id = scenario name), runs it
+on $CHAOSBENCH_BACKEND (else docker when usable, else local), fails with the failing checks and
+the report path, and skips with the reason when no backend is usable. Reports go to
+--chaos-report-dir (default: reports/). Imports stay lazy: unit-test sessions pay nothing.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("chaosbench")
+    group.addoption("--chaos-report-dir", default="reports", help="where chaos scenario runs write reports")
+    group.addoption("--chaos-backend", default=None, help="cluster backend for chaos scenarios (docker|local)")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "chaos: end-to-end chaos scenarios on a real cluster")
+
+
+def pytest_collect_file(parent, file_path: Path):
+    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "scenarios":
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pick_backend(config) -> str:
+    """The backend to run on, or pytest.skip with every backend's reason."""
+    from chaosbench.cluster import available_backends
+    why_not = available_backends()
+    wanted = config.getoption("--chaos-backend") or os.environ.get("CHAOSBENCH_BACKEND")
+    for name in ([wanted] if wanted else ["docker", "local"]):
+        if why_not.get(name, "unknown backend") is None:
+            return name
+    pytest.skip("no chaos backend usable: " + "; ".join(f"{k}: {v}" for k, v in why_not.items()))
+
+
+class ScenarioFile(pytest.File):
+    def collect(self):
+        from chaosbench.scenario import ScenarioError, load_scenario
+        try:
+            s = load_scenario(self.path)
+        except ScenarioError as e:
+            yield InvalidScenario.from_parent(self, name=self.path.stem, error=e)
+            return
+        item = ScenarioItem.from_parent(self, name=s.name)
+        item.add_marker(pytest.mark.chaos)
+        yield item
+
+
+class ScenarioFailed(Exception):
+    pass
+
+
+class InvalidScenario(pytest.Item):
+    def __init__(self, *, error, **kw):
+        super().__init__(**kw)
+        self.error = error
+        self.add_marker(pytest.mark.chaos)
+
+    def runtest(self):
+        raise ScenarioFailed(str(self.error))
+
+    def repr_failure(self, excinfo):
+        return str(excinfo.value)
+
+    def reportinfo(self):
+        return self.path, None, f"scenario {self.name} (invalid)"
+
+
+class ScenarioItem(pytest.Item):
+    def runtest(self):
+        from chaosbench.runner import RunOptions, run_scenario
+        backend = pick_backend(self.config)
+        report_dir = Path(self.config.getoption("--chaos-report-dir"))
+        out = run_scenario(self.path, RunOptions(backend=backend, report_dir=report_dir,
+                                                 command=f"pytest {self.nodeid}"))
+        self.user_properties.append(("report", str(out.run_dir)))
+        if out.exit_code != 0:
+            r = out.result
+            lines = [f"scenario {self.name} {r.verdict if r else 'error'} on {backend}; report: {out.run_dir}"]
+            if r is not None and r.error:
+                lines.append(f"harness error: {r.error}")
+            for c in (r.checks if r else []):
+                if c.blocking:
+                    lines.append(f"  {c.name} {c.status}: expected {c.expected}, observed {c.observed} — {c.reason}")
+            raise ScenarioFailed("\n".join(lines))
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, ScenarioFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, None, f"scenario {self.name}"
+
+
+@pytest.fixture
+def chaos_scenario(tmp_path, request):
+    """Run a scenario given as a dict (the YAML structure): returns the RunOutcome."""
+    def run(data: dict, **opts):
+        import yaml
+        from chaosbench.runner import RunOptions, run_scenario
+        path = tmp_path / f"{data.get('name', 'scenario')}.yaml"
+        path.write_text(yaml.safe_dump(data))
+        backend = opts.pop("backend", None) or pick_backend(request.config)
+        return run_scenario(path, RunOptions(backend=backend, report_dir=opts.pop("report_dir", tmp_path / "reports"),
+                                             **opts))
+    return run

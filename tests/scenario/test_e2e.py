@@ -1,0 +1,53 @@
+"""End to end: `chaosbench run` on a real cluster (real torchrun, trainer, etcd/proxy/S3).
+
+Backend: $CHAOSBENCH_BACKEND, else docker when usable, else local; skipped with the reason when
+neither is usable here.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
+
+
+def backend() -> str:
+    from chaosbench.cluster import available_backends
+    why_not = available_backends()
+    wanted = os.environ.get("CHAOSBENCH_BACKEND")
+    for name in ([wanted] if wanted else ["docker", "local"]):
+        if why_not.get(name, "unknown backend") is None:
+            return name
+    pytest.skip("no cluster backend usable here: " + "; ".join(f"{k}: {v}" for k, v in why_not.items()))
+
+
+def chaosbench_run(scenario: Path, report_dir: Path):
+    cmd = [sys.executable, "-m", "chaosbench.cli", "run", str(scenario), "--backend", backend(),
+           "--report-dir", str(report_dir), "--quiet", "--seed", "1"]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=840)
+    (run_dir,) = list(report_dir.iterdir())
+    return proc, run_dir, json.loads((run_dir / "result.json").read_text())
+
+
+def test_node_loss_passes(tmp_path):
+    proc, run_dir, result = chaosbench_run(ROOT / "scenarios" / "node_loss.yaml", tmp_path)
+    assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert result["verdict"] == "passed"
+    (rec,) = result["recoveries"]
+    assert rec["tier"] == "memory" and rec["world_size_after"] == 2 and rec["lost_steps"] <= 5
+    assert all(c["status"] == "passed" for c in result["checks"])
+    for name in ("scenario.yaml", "faults.jsonl", "junit.xml", "events", "logs"):
+        assert (run_dir / name).exists(), name
+
+
+def test_wrong_expectation_exits_1_and_says_why(tmp_path):
+    proc, run_dir, result = chaosbench_run(ROOT / "tests" / "scenario" / "data" / "node_loss_wrong_tier.yaml",
+                                           tmp_path)
+    assert proc.returncode == 1, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    check = next(c for c in result["checks"] if c["name"] == "recovered_from")
+    assert check["status"] == "failed" and "expected s3" in check["reason"] and "from memory" in check["reason"]
+    assert "recovered_from FAILED" in proc.stdout and "expected s3" in proc.stdout

@@ -1,0 +1,40 @@
+"""The pytest plugin collects scenario files as chaos items (no cluster started in these tests)."""
+import pytest
+
+pytest_plugins = ["pytester"]
+
+SCENARIO = """\
+name: {name}
+trainer: {{config: null, command: [train]}}
+cluster: {{nodes: 2}}
+faults:
+  - at: {{step: 5}}
+    kill_node: {{node: node-1}}
+expect: {{reaches_step: 10}}
+"""
+
+
+@pytest.fixture
+def scen(pytester):
+    d = pytester.mkdir("scenarios")
+    (d / "a.yaml").write_text(SCENARIO.format(name="first_story"))
+    (d / "b.yaml").write_text(SCENARIO.format(name="second_story").replace("kill_node", "kill_nod"))
+    return d
+
+
+def test_collects_one_chaos_item_per_scenario(pytester, scen):
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-m", "chaos", str(scen))
+    res.stdout.fnmatch_lines(["*scenarios/a.yaml::first_story", "*scenarios/b.yaml::b", "2 tests collected*"])
+
+
+def test_invalid_scenario_fails_with_file_line_and_choices(pytester, scen):
+    res = pytester.runpytest_inprocess("-q", str(scen / "b.yaml"))
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*b.yaml:5: faults[0]: unknown fault type 'kill_nod' (did you mean 'kill_node'?)*"])
+
+
+def test_skips_with_reason_when_no_backend(pytester, scen, monkeypatch):
+    monkeypatch.setenv("CHAOSBENCH_BACKEND", "no-such-backend")
+    res = pytester.runpytest_inprocess("-q", "-rs", str(scen / "a.yaml"))
+    res.assert_outcomes(skipped=1)
+    res.stdout.fnmatch_lines(["*no chaos backend usable: docker*local*"])
