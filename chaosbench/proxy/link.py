@@ -169,6 +169,8 @@ class Pipe:
             self.src_eof = True
         if not self.chain and self.worker is None:
             self._emit_now(data)
+            if self.splicer is None and data is not None:
+                self._choose_path()        # back to zero-copy once the toxic path drained
             return
         self.queue.append(Chunk(data, time.monotonic()))
         if data:

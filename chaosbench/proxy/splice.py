@@ -16,7 +16,8 @@ from typing import Callable
 CHUNK = 1024 * 1024
 _FLAGS = getattr(os, "SPLICE_F_MOVE", 1) | getattr(os, "SPLICE_F_NONBLOCK", 2)
 _F_SETPIPE_SZ = 1031
-AVAILABLE = hasattr(os, "splice")
+# CHAOSBENCH_PROXY_SPLICE=0 forces the plain asyncio path (to compare, or to rule splice out)
+AVAILABLE = hasattr(os, "splice") and os.environ.get("CHAOSBENCH_PROXY_SPLICE", "1") != "0"
 
 
 class Splicer:

@@ -264,3 +264,18 @@ def test_toxics_toggled_during_a_bulk_transfer_keep_bytes_in_order(client, echo)
         sender.join(20)
         reader.join(20)
     assert len(got) == len(payload) and bytes(got) == payload
+
+
+def test_direction_returns_to_zero_copy_after_toxics_are_removed(server, client, echo):
+    p = client.create_proxy("z", echo.addr)
+    with connect(p.port) as s:
+        assert roundtrip(s)[0] == b"ping"
+        link = next(iter(server.api.proxies["z"].links))
+        assert all(pipe.splicer is not None for pipe in link.pipes.values())
+        client.add_toxic("z", "latency", {"latency": 1}, stream="upstream")
+        assert roundtrip(s)[0] == b"ping"
+        assert link.pipes["upstream"].splicer is None and link.pipes["downstream"].splicer
+        client.remove_toxic("z", "latency_upstream")
+        for _ in range(3):
+            assert roundtrip(s)[0] == b"ping"
+        assert link.pipes["upstream"].splicer is not None
