@@ -197,10 +197,10 @@ def report(run_dir: Path = typer.Argument(..., help="a reports/<run-id> director
     out.print(f"wrote {path}")
 
 
-@images_app.command("build")
-def images_build(args: List[str] = typer.Argument(None, help="extra arguments for the image builder")):
-    """Build the cluster images locally (delegates to python -m chaosbench.cluster.images build)."""
-    rc = subprocess.call([sys.executable, "-m", "chaosbench.cluster.images", "build", *(args or [])])
+@images_app.command("build", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def images_build(ctx: typer.Context):
+    """Build the cluster images locally; extra options go to `python -m chaosbench.cluster.images build`."""
+    rc = subprocess.call([sys.executable, "-m", "chaosbench.cluster.images", "build", *ctx.args])
     raise typer.Exit(rc)
 
 
