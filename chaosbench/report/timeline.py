@@ -71,3 +71,20 @@ def from_events(events: Events) -> dict[str, Any]:
             world_size.append([r["ts"], ws])
     return {"steps": steps, "world_size": world_size, "restarts": restarts,
             "rendezvous": rendezvous, "checkpoints": checkpoints}
+
+
+def faults_from_log(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Faults rebuilt from faults.jsonl, for a run that broke before result.json listed them."""
+    faults: dict[str, dict[str, Any]] = {}
+    for a in actions:
+        if not isinstance(a.get("ts"), (int, float)):
+            continue
+        key = str(a.get("id") or f"{a.get('fault')}:{a.get('target')}")
+        f = faults.setdefault(key, {"id": a.get("id") or key, "type": a.get("fault"), "target": a.get("target"),
+                                    "trigger": "", "params": a.get("params") or {}, "injected_at": None,
+                                    "healed_at": None})
+        if a.get("action") == "inject" and f["injected_at"] is None:
+            f["injected_at"] = a["ts"]
+        elif a.get("action") == "heal":
+            f["healed_at"] = a["ts"]
+    return list(faults.values())

@@ -12,7 +12,7 @@ from typing import Any
 from .chart import TIERS, build_chart
 from .load import RunDir
 from .schema import with_defaults
-from .timeline import timeline_of
+from .timeline import faults_from_log, timeline_of
 
 PHASES = (("detection", "detection_s"), ("rendezvous", "rendezvous_s"),
           ("restore", "restore_s"), ("first step", "first_step_s"))
@@ -118,7 +118,10 @@ def tier_rows(checkpoints: dict[str, Any]) -> list[dict[str, Any]]:
 
 def build_context(run: RunDir) -> dict[str, Any]:
     r = with_defaults(run.result)
-    faults = r.get("faults") or []
+    faults_recovered = not r["faults"] and bool(run.faults_log)
+    if faults_recovered:
+        r = with_defaults({**r, "faults": faults_from_log(run.faults_log)})
+    faults = r["faults"]
     fault_by_id = {f.get("id"): f for f in faults}
     recovery_rows = [_recovery_row(rec, fault_by_id.get(rec.get("fault_id")))
                      for rec in r.get("recoveries") or []]
@@ -145,6 +148,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "tiers": tier_rows(r.get("checkpoints") or {}),
         "goodput": r.get("goodput") or {},
         "chart": chart,
+        "faults_from_log": faults_recovered,
         "series_from_events": not (isinstance(r.get("timeline"), dict) and r["timeline"].get("steps")),
         "logs": run.logs,
         "event_files": run.event_files,

@@ -145,7 +145,7 @@ def build(run_dir: Path, *, passing: bool = True, hostile: bool = True) -> Path:
         "files": {"report": "report.html", "junit": "junit.xml", "events": "events", "logs": "logs"},
     }
     (run_dir / "result.json").write_text(json.dumps(result, indent=1))
-    (run_dir / "faults.jsonl").write_text(json.dumps({"ts": kill_at, "fault": "kill_node", "action": "inject",
+    (run_dir / "faults.jsonl").write_text(json.dumps({"ts": kill_at, "id": "f1", "fault": "kill_node", "action": "inject",
                                                       "target": "node-2", "params": {"signal": "SIGKILL"}}) + "\n")
     (run_dir / "exits.json").write_text(json.dumps({"node-2": [{"incarnation": 0, "exit_code": -9}]}))
     return run_dir

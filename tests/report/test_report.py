@@ -214,3 +214,14 @@ def test_fault_error_is_shown(passing_run):
     result["faults"][0]["error"] = "docker kill node-2: container not found"
     (passing_run / "result.json").write_text(json.dumps(result))
     assert "fault error: docker kill node-2: container not found" in _page(passing_run).all_text()
+
+
+def test_broken_run_shows_faults_from_the_fault_log(passing_run):
+    """A run that broke before result.json listed its faults still shows them, from faults.jsonl."""
+    (passing_run / "result.json").write_text(json.dumps({"verdict": "error", "error": "harness interrupted"}))
+    page = _page(passing_run)
+    text = page.all_text()
+    assert "kill_node node-2: no recovery recorded." in text
+    assert "Faults rebuilt from faults.jsonl" in text
+    assert "⚡ f1 kill_node node-2" in text
+    assert page.count("polyline") == 5  # timeline from events/
