@@ -44,6 +44,20 @@ def v2_keys_mentioning(base: str, needle: str) -> list[str]:
     return sorted(k for k in out if needle in k)
 
 
+STALE_AFTER_S = 60.0
+
+
+def run_info(host: str, run_id: str) -> dict | None:
+    """Keys and liveness of `run_id` via chaosbench.etcd (heartbeats, closed flag); None if unavailable."""
+    os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")   # etcd3 0.12 needs it
+    try:
+        from chaosbench import etcd as cb_etcd
+        return {"keys": cb_etcd.list_keys(host, run_id, timeout=TIMEOUT),
+                "runs": [r for r in cb_etcd.runs(host, timeout=TIMEOUT) if r.run_id == run_id]}
+    except Exception:  # the plain HTTP listing above still answers; this only adds detail
+        return None
+
+
 def etcd_checks(t: Target) -> list[CheckResult]:
     if not t.etcd_endpoint:
         return [CheckResult("etcd", Status.SKIP, "no etcd endpoint in this setup (rendezvous "
@@ -105,9 +119,22 @@ def _stale_state(base: str, run_id: str | None, v2_on: bool) -> CheckResult:
         v2 = v2_keys_mentioning(base, run_id) if v2_on else []
     except (requests.RequestException, ValueError) as e:
         return CheckResult(name, Status.SKIP, f"could not list keys: {e}")
+    host = base.split("://", 1)[1]
+    # chaosbench.etcd imports torch (seconds): ask it only when there is state to judge
+    info = run_info(host, run_id) if (v3 or v2) else None
+    if info and info.get("keys"):   # chaosbench.etcd also finds torch's base64-named v2 store keys
+        v2 = sorted(set(v2) | {k for k in info["keys"] if not k.startswith("/chaosbench/")} - set(v3))
     if not v3 and not v2:
         return CheckResult(name, Status.PASS, f"no rendezvous state for run id {run_id!r}")
-    host = base.split("://", 1)[1]
+    live = ""
+    for r in (info or {}).get("runs", []):
+        age = r.heartbeat_age_s
+        live += (f"; {r.layout} state: closed={r.closed}, participants {r.participants}, last heartbeat "
+                 + (f"{age:.0f} s ago" if age is not None else "unknown"))
+        if age is not None and age < STALE_AFTER_S and not r.closed:
+            return CheckResult(name, Status.WARN, f"a live job is using run id {run_id!r}{live}",
+                               "if that job is not yours, pick another run id (two jobs with one id join "
+                               "each other's rendezvous)", details={"v3_keys": v3, "v2_keys": v2})
     fixes = [f"python -m chaosbench.etcd clean --endpoint {host} --run-id {run_id}"]
     if v3:
         prefix = os.path.commonprefix(v3)
@@ -118,6 +145,6 @@ def _stale_state(base: str, run_id: str | None, v2_on: bool) -> CheckResult:
     shown = (v3 + v2)[:5]
     return CheckResult(name, Status.WARN,
                        f"{len(v3)} v3 and {len(v2)} v2 keys already exist for run id {run_id!r} "
-                       f"(e.g. {', '.join(shown)}): leftover state from an earlier run makes new nodes join "
-                       "a stale round", "if no job with this run id is running, delete it: " + " or ".join(fixes)
+                       f"(e.g. {', '.join(shown)}){live}: leftover state from an earlier run makes new nodes "
+                       "join a stale round", "if no job with this run id is running, delete it: " + " or ".join(fixes)
                        + " — or use a fresh run id", details={"v3_keys": v3, "v2_keys": v2})

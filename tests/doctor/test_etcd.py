@@ -79,3 +79,30 @@ def test_stale_v3_state_warns_and_clean_command_works(tmp_path):
         requests.delete(top, timeout=5).raise_for_status()
         after = _by_name(etcd_checks(_target(url, "etcd-v3", run_id)))["etcd rendezvous state"]
         assert after.status == Status.PASS, after.evidence
+
+
+@pytest.mark.parametrize("age_s,live", [(300, False), (1, True)])
+def test_rendezvous_state_liveness_from_heartbeats(tmp_path, age_s, live):
+    """A real DynamicRendezvous state (as the etcd-v3 backend stores it): old heartbeat = stale, fresh = live."""
+    import datetime as dt
+    import pickle
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import _NodeDesc, _RendezvousState
+    from chaosbench.rendezvous.layout import v3_state_key
+    run_id = f"doctor-hb-{age_s}"
+    state = _RendezvousState()
+    node = _NodeDesc("10.0.0.7", 4242, 0)
+    state.participants[node] = 0
+    state.last_heartbeats[node] = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=age_s)
+    with etcd_process(tmp_path, enable_v2=False) as url:
+        b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        requests.post(f"{url}/v3/kv/put", json={"key": b64(v3_state_key(run_id).encode()),
+                                                "value": b64(pickle.dumps(state))}, timeout=5).raise_for_status()
+        r = _by_name(etcd_checks(_target(url, "etcd-v3", run_id)))["etcd rendezvous state"]
+        assert r.status == Status.WARN
+        assert "participants ['10.0.0.7_4242_0']" in r.evidence
+        if live:
+            assert f"a live job is using run id {run_id!r}" in r.evidence and "pick another run id" in r.fix
+        else:
+            import re
+            assert re.search(r"last heartbeat 3\d\d s ago", r.evidence) and "leftover state" in r.evidence
+            assert "chaosbench.etcd clean" in r.fix
