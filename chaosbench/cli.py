@@ -6,6 +6,7 @@ Exit codes: 0 every check passed, 1 a check failed (the system under test), 2 ba
 from __future__ import annotations
 
 import shlex
+import signal
 import subprocess
 import sys
 import threading
@@ -77,15 +78,16 @@ def list_(scenario_dir: str = typer.Option("scenarios", "--scenarios", help="sce
 
 def _status_table(states: dict[str, dict]) -> Table:
     t = Table(show_header=True, header_style="bold")
-    for col in ("scenario", "phase", "step", "world", "faults", "message"):
+    for col in ("scenario", "phase", "step", "world", "faults", "checks", "message"):
         t.add_column(col)
     for name, st in states.items():
         p = st.get("progress")
         if p is None:
-            t.add_row(name, "queued", "", "", "", "")
+            t.add_row(name, "queued", "", "", "", "", "")
             continue
         t.add_row(name, p.phase, str(p.step), str(p.world_size or "-"),
-                  f"{p.faults_injected} done / {p.faults_pending} pending", p.message[-70:])
+                  f"{p.faults_injected} done / {p.faults_pending} pending",
+                  f"{p.checks_pending} pending" if p.checks_pending else "evaluated", p.message[-60:])
     return t
 
 
@@ -145,8 +147,7 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
         opts = RunOptions(backend=backend, seed=seed, keep_cluster=keep_cluster, report_dir=report_dir,
                           command=cmd, cancel=cancel,
                           on_progress=lambda p: states[str(f)].__setitem__("progress", p),
-                          on_message=(lambda m: console.print(f"[dim]{f.stem}[/dim] {m}", highlight=False))
-                          if quiet else None)
+                          on_message=lambda m: console.print(f"[dim]{f.stem}[/dim] {m}", highlight=False))
         try:
             return run_scenario(f, opts)
         except ScenarioError as e:   # changed on disk since validation
@@ -157,6 +158,7 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
             console.print(f"[magenta]harness error[/magenta] {f}: {type(e).__name__}: {e}")
             return RunOutcome(f.stem, None, None, 3)
 
+    signal.signal(signal.SIGTERM, _raise_interrupt)   # CI cancelling a job: tear clusters down too
     live = None if quiet else Live(_status_table(states), console=console, refresh_per_second=4,
                                    get_renderable=lambda: _status_table(states))
     outcomes = []
@@ -180,6 +182,10 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
     _summary(outcomes)
     codes = [o.exit_code for o in outcomes]
     raise typer.Exit(max(codes) if codes else 0)
+
+
+def _raise_interrupt(*_):
+    raise KeyboardInterrupt
 
 
 @app.command()

@@ -126,7 +126,11 @@ class Runner:
         self.seed = opts.seed if opts.seed is not None else scenario.seed
         self.run_id = new_run_id(scenario.name)
         self.run_dir = Path(opts.report_dir) / self.run_id
-        self.progress = Progress(checks_pending=0)
+        e = scenario.expect
+        requested = [k for k in ("recovered_from", "max_lost_steps", "max_recovery_seconds", "world_size_after",
+                                 "world_sizes", "reaches_step", "no_restart", "loss_continuity",
+                                 "checkpoints_valid", "no_fatal") if getattr(e, k) not in (None, False)]
+        self.progress = Progress(checks_pending=len(requested) + len(e.log_regex))
         self.records: dict[str, FaultRecord] = {}
         self.harness: dict = {}
         self.cluster = None
@@ -307,6 +311,7 @@ class Runner:
         (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
         h = History.load(self.run_dir)
         recs, checks = evaluate(h, self.s.expect)
+        self.progress.checks_pending = 0
         c = self.s.cluster
         if error:
             verdict = "error"

@@ -1,0 +1,49 @@
+"""CLI behaviour that needs no cluster: validation, listing, bad input exit codes."""
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from chaosbench.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_validate_good_and_bad(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    ok = runner.invoke(app, ["validate", "scenarios/node_loss.yaml"])
+    assert ok.exit_code == 0 and "ok scenarios/node_loss.yaml" in ok.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nexpect: {recovered_from: disk}\n")
+    res = runner.invoke(app, ["validate", str(bad), "scenarios/"])
+    assert res.exit_code == 2
+    assert f"{bad}:2: expect.recovered_from" in res.output and "'memory', 'nvme' or 's3'" in res.output
+
+
+def test_run_with_bad_input_exits_2_before_starting(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nfaults: [{at: {step: 3}, explode: {}}]\n")
+    res = runner.invoke(app, ["run", str(bad), "--report-dir", str(tmp_path / "reports"), "--quiet"])
+    assert res.exit_code == 2 and "unknown fault type 'explode'" in res.output
+    assert not (tmp_path / "reports").exists()
+    res = runner.invoke(app, ["run", str(tmp_path / "missing.yaml"), "--quiet"])
+    assert res.exit_code == 2 and "cannot read" in res.output
+
+
+def test_unknown_backend_is_bad_input(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    res = runner.invoke(app, ["run", "scenarios/node_loss.yaml", "--backend", "k8s", "--quiet"])
+    assert res.exit_code == 2 and "unknown backend 'k8s'" in res.output
+
+
+def test_list_shows_scenarios_and_faults(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    res = runner.invoke(app, ["list"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    for word in ("node_loss", "kill_node", "partition", "link_toxic", "corrupt_checkpoint", "kill_all"):
+        assert word in res.output
+
+
+def test_report_needs_a_run_dir(tmp_path):
+    res = runner.invoke(app, ["report", str(tmp_path)])
+    assert res.exit_code == 2 and "no result.json" in res.output
