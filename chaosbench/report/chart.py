@@ -62,6 +62,7 @@ class Tick:
 
 @dataclass
 class Chart:
+    t0: float  # time zero of the x axis: the run's start, else its first recorded event
     width: int
     height: int
     left: int
@@ -139,7 +140,7 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
         return round(main_bottom - step / y_max * (main_bottom - main_top), 2)
 
     chart = Chart(
-        width=WIDTH, height=height, left=LEFT, right_x=right_x, main_top=main_top,
+        t0=t0, width=WIDTH, height=height, left=LEFT, right_x=right_x, main_top=main_top,
         main_bottom=main_bottom, ws_top=ws_top, ws_bottom=ws_bottom, lanes=lanes,
         x_ticks=[Tick(x(t0 + v), _fmt_tick(v)) for v in nice_ticks(0, t1 - t0, 10)],
         y_ticks=[Tick(y(v), _fmt_tick(v)) for v in nice_ticks(0, y_max, 5)],

@@ -128,7 +128,6 @@ def build_context(run: RunDir) -> dict[str, Any]:
     checks = r.get("checks") or []
     timeline = timeline_of(r, run.parse_events)
     chart = build_chart(r, timeline)
-    t0 = r.get("started_at") if _num(r.get("started_at")) else None
     scenario = r.get("scenario") or {}
     failing = [c for c in checks if c.get("status") == "failed"
                or (c.get("status") == "not_evaluated" and not c.get("optional"))]
@@ -138,7 +137,8 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "scenario": scenario,
         "verdict": verdict_of(r),
         "shape": cluster_shape(r.get("cluster") or {}),
-        "t0": t0,
+        "t0": chart.t0,
+        "checkpoints_recorded": isinstance(run.result.get("checkpoints"), dict),
         "faults": faults,
         "recoveries": recovery_rows,
         "headline": headline(r, recovery_rows),

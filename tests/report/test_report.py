@@ -225,3 +225,5 @@ def test_broken_run_shows_faults_from_the_fault_log(passing_run):
     assert "Faults rebuilt from faults.jsonl" in text
     assert "⚡ f1 kill_node node-2" in text
     assert page.count("polyline") == 5  # timeline from events/
+    assert "t+12.0 s" in text  # relative to the first event (rendezvous at +0.5 s), not a raw unix time
+    assert "result.json has no checkpoint statistics" in text
