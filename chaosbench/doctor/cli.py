@@ -49,6 +49,14 @@ def _diagnose(args) -> int:
             rendezvous = c10d_state(host, port, args.run_id or run_dir.name)
         except Exception as e:  # an unreachable store is itself evidence; report it, keep diagnosing
             rendezvous = {"error": f"{type(e).__name__}: {e}"}
+    elif args.etcd:   # etcd-v3 / etcd rendezvous: who joined, from the state in etcd
+        from .checks_etcd import run_info
+        host = args.etcd.split("://", 1)[-1]
+        info = run_info(host, args.run_id or run_dir.name)
+        runs = (info or {}).get("runs") or []
+        rendezvous = ({"source": f"etcd {host} ({runs[0].layout})", "participants": runs[0].participants,
+                       "closed": runs[0].closed, "heartbeat_age_s": runs[0].heartbeat_age_s} if runs else
+                      {"error": f"no rendezvous state for run id {args.run_id or run_dir.name!r} in etcd {host}"})
     d = diagnose_run(run_dir, no_progress_timeout_s=args.timeout, expected_nodes=args.nodes, rendezvous=rendezvous)
     if args.json:
         print(json.dumps(d.to_dict(), indent=2, default=str))

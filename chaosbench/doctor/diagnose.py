@@ -121,8 +121,10 @@ def diagnose_run(run_dir, now: float | None = None, no_progress_timeout_s: float
         ev.append(f"rendezvous store could not be read: {rendezvous['error']}")
     elif rendezvous:
         joined = rendezvous.get("participants", [])
-        ev.append(f"rendezvous store shows {len(joined)} of {len(expected) or '?'} nodes joined round "
-                  f"{rendezvous.get('round')} (complete={rendezvous.get('complete')}): {', '.join(joined) or 'none'}"
+        where = rendezvous.get("source", "rendezvous store")
+        ev.append(f"{where} shows {len(joined)} of {len(expected) or '?'} nodes joined"
+                  + (f" round {rendezvous['round']} (complete={rendezvous.get('complete')})" if "round" in rendezvous
+                     else f" (closed={rendezvous.get('closed')})") + f": {', '.join(joined) or 'none'}"
                   + (f"; waiting to join the next round: {rendezvous['wait_list']}" if rendezvous.get("wait_list")
                      else ""))
     for f in _open_faults(run_dir):

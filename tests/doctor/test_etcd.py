@@ -100,6 +100,17 @@ def test_rendezvous_state_liveness_from_heartbeats(tmp_path, age_s, live):
         r = _by_name(etcd_checks(_target(url, "etcd-v3", run_id)))["etcd rendezvous state"]
         assert r.status == Status.WARN
         assert "participants ['10.0.0.7_4242_0']" in r.evidence
+        # the stuck-run diagnosis reads the same state: 1 of 2 nodes joined
+        from chaosbench.doctor.cli import main
+        run = tmp_path / run_id
+        run.mkdir()
+        import contextlib, io, json as _json  # noqa: E401
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = main(["--run", str(run), "--etcd", url, "--run-id", run_id, "--nodes", "2", "--json"])
+        d = _json.loads(buf.getvalue())
+        assert rc == 1 and d["phase"] == "rendezvous"
+        assert any("(v3) shows 1 of 2 nodes joined (closed=False): 10.0.0.7_4242_0" in e for e in d["evidence"])
         if live:
             assert f"a live job is using run id {run_id!r}" in r.evidence and "pick another run id" in r.fix
         else:
