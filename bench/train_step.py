@@ -60,6 +60,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30, help="timed steps for the tiny config")
     ap.add_argument("--medium-steps", type=int, default=8, help="timed steps for the 50 MB config")
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's choice)")
     args = ap.parse_args()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,8 +69,10 @@ def main() -> None:
     cuda = torch.cuda.is_available()
     dist.init_process_group("nccl" if cuda else "gloo", rank=0, world_size=1)
     device = torch.device("cuda:0") if cuda else torch.device("cpu")
+    if args.threads:
+        torch.set_num_threads(args.threads)
     print(f"device: {torch.cuda.get_device_name(0) if cuda else 'cpu'} ({torch.get_num_threads()} threads), "
-          f"torch {torch.__version__}")
+          f"torch {torch.__version__}, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cpus")
     try:
         tiny = measure("trainer/configs/tiny.yaml", args.steps, args.warmup, device)
         medium = measure("trainer/configs/medium_50mb.yaml", args.medium_steps, args.warmup, device)
@@ -81,8 +84,8 @@ def main() -> None:
               f"{r['samples_s']:8.1f} samples/s  {r['tokens_s']:9.0f} tokens/s")
     print(f"ratio 50MB/tiny: step time x{medium['median_s'] / tiny['median_s']:.1f}, "
           f"samples/s x{medium['samples_s'] / tiny['samples_s']:.3f}, parameters x{medium['param_mb'] / tiny['param_mb']:.0f}")
-    verdict = "PASS" if tiny["median_s"] < 1.0 else "FAIL"
-    print(f"target: tiny step well under 1 s on this device -> {tiny['median_s'] * 1e3:.1f} ms [{verdict}]")
+    verdict = "PASS" if tiny["median_s"] < 0.25 else "FAIL"
+    print(f"target: tiny step well under 1 s (< 250 ms) -> {tiny['median_s'] * 1e3:.1f} ms [{verdict}]")
 
 
 if __name__ == "__main__":
