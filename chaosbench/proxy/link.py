@@ -123,13 +123,17 @@ class Pipe:
     def _choose_path(self) -> None:
         """Splice while the direction has no toxic; leave splicing, in order, when one comes."""
         if self.chain and self.splicer is not None:
+            saw_eof = self.splicer.eof and not self.eof_sent
             left = self.splicer.stop()
             self.splicer = None
+            if saw_eof:                        # the source closed while bytes were in the pipe
+                self.src_eof = True
+                self.queue.appendleft(Chunk(None, time.monotonic()))
             if left:
                 self.queue.appendleft(Chunk(left, time.monotonic()))
                 self.queued += len(left)
-                if self.worker is None:
-                    self.worker = asyncio.get_running_loop().create_task(self._work())
+            if self.queue and self.worker is None:
+                self.worker = asyncio.get_running_loop().create_task(self._work())
             self.set_paused("splice", False)
         elif not self.chain and self.splicer is None and self._can_splice():
             self.splicer = Splicer(self.src.transport.get_extra_info("socket").fileno(),
@@ -166,6 +170,8 @@ class Pipe:
     # -- data -----------------------------------------------------------------------------------
     def feed(self, data: bytes | None) -> None:
         if data is None:
+            if self.src_eof:                   # already seen by the splicer: pass it on once
+                return
             self.src_eof = True
         if not self.chain and self.worker is None:
             self._emit_now(data)
