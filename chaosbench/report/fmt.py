@@ -66,5 +66,11 @@ def utc(ts: Any) -> Markup:
     return escape(dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
 
 
-FILTERS = {"seconds": seconds, "nbytes": nbytes, "number": number, "percent": percent,
+def utc_short(ts: Any) -> Markup:
+    if not _num(ts):
+        return _wrap(ts, str(ts))
+    return escape(dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M"))
+
+
+FILTERS = {"utc_short": utc_short, "seconds": seconds, "nbytes": nbytes, "number": number, "percent": percent,
            "value": value, "utc": utc}

@@ -12,7 +12,7 @@ from . import fmt
 from .errors import ReportInputError
 from .junit import write_junit
 from .load import load_result, load_run_dir
-from .view import build_context, check_counts, cluster_shape, verdict_of
+from .view import build_context, check_counts, compact_shape, verdict_of
 
 
 def _env() -> Environment:
@@ -52,7 +52,7 @@ def _index_row(run_dir: Path) -> dict[str, Any]:
     return {
         "run_id": r.get("run_id") or run_dir.name, "dir": run_dir.name, "broken": None,
         "scenario": (r.get("scenario") or {}).get("name"), "verdict": verdict_of(r),
-        "backend": r.get("backend"), "shape": cluster_shape(r.get("cluster") or {}),
+        "backend": r.get("backend"), "shape": compact_shape(r.get("cluster") or {}),
         "started_at": r.get("started_at"), "duration_s": r.get("duration_s"),
         "counts": check_counts(r.get("checks") or []), "tiers": tiers,
         "max_recovery_s": max(totals) if totals else None,

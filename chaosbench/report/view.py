@@ -35,6 +35,14 @@ def cluster_shape(cluster: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def compact_shape(cluster: dict[str, Any]) -> str:
+    """'3×1 (2–3) etcd-v3': nodes × procs, elastic bounds, rendezvous; for the runs index."""
+    if not cluster:
+        return "not recorded"
+    q = lambda k: "?" if cluster.get(k) is None else str(cluster[k])  # noqa: E731
+    return f"{q('nodes')}×{q('procs_per_node')} ({q('min_nodes')}–{q('max_nodes')}) {cluster.get('rendezvous') or ''}".strip()
+
+
 def check_counts(checks: list[dict[str, Any]]) -> dict[str, int]:
     c = Counter(str(ch.get("status")) for ch in checks)
     return {"passed": c["passed"], "failed": c["failed"], "not_evaluated": c["not_evaluated"],
