@@ -69,10 +69,10 @@ def create_backend(params: RendezvousParameters):
 
 
 def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
-    from chaosbench.rendezvous.handler import republishing
+    from chaosbench.rendezvous.handler import round_store
 
     backend, store = create_backend(params)
-    return republishing(create_handler(store, backend, params))
+    return round_store(create_handler(store, backend, params))
 
 
 def handler_creator() -> Callable[[RendezvousParameters], RendezvousHandler]:

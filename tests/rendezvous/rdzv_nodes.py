@@ -45,7 +45,7 @@ def descendants(pid: int) -> list[int]:
 
 class Node:
     def __init__(self, name: str, tmp: Path, backend: str, endpoint: str, run_id: str,
-                 extra_conf: str = "", nnodes: str = "1:2"):
+                 extra_conf: str = "", nnodes: str = "1:2", env: dict | None = None):
         self.name = name
         self.events = tmp / "events"
         self.stop_file = tmp / "STOP"
@@ -57,12 +57,13 @@ class Node:
                     f"--rdzv-id={run_id}", f"--rdzv-conf={conf}", "--max-restarts=10",
                     "--monitor-interval=0.5", "--local-addr=127.0.0.1",
                     str(WORKER), str(self.events), str(self.stop_file)]
+        self.env = env or {}
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> "Node":
         env = dict(os.environ, RDZV_TEST_NODE=self.name, GLOO_SOCKET_IFNAME="lo",
                    PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python", OMP_NUM_THREADS="1",
-                   LOGLEVEL="INFO")
+                   LOGLEVEL="INFO", **self.env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)
