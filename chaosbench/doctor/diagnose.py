@@ -195,7 +195,15 @@ def is_stuck(events_dir, no_progress_timeout_s: float, now: float | None = None,
         return False, "no events yet"
     live = [r for r in ranks if not r.ended]
     if not live:
-        return False, "every rank ended"
+        if all(r.ended == "run_complete" for r in ranks):
+            return False, "every rank ended"
+        # every worker exited with an error: torchrun restarts them, unless that restart hangs
+        idle = now - max(r.last_ts or 0.0 for r in ranks)
+        if idle < no_progress_timeout_s:
+            return False, f"every worker exited {idle:.0f} s ago; waiting for a restart"
+        ended = "; ".join(f"{r.node} rank {r.rank}: {r.ended}" for r in ranks)
+        return True, (f"stuck in rendezvous: no worker came back {idle:.0f} s after all exited "
+                      f"(timeout {no_progress_timeout_s:.0f} s); {ended}")
     last = max((r.last_progress_ts or 0.0) for r in live)
     idle = now - last
     if idle < no_progress_timeout_s:

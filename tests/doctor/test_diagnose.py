@@ -97,3 +97,13 @@ def test_cli_run_json_and_exit_code(tmp_path):
     assert d["stuck"] and d["phase"] == "checkpoint_restore" and "NVMe" in d["fix"]
     p = run_doctor("--run", str(tmp_path / "nope"))
     assert p.returncode == 2 and "run directory not found" in p.stderr
+
+
+def test_all_workers_exited_and_none_came_back(tmp_path):
+    per = {"node-0": [ev("node-0", 0, "phase", 100, phase="training"),
+                      ev("node-0", 0, "fatal", 90, error="peer lost", error_type="DistBackendError")]}
+    run = write_run(tmp_path, per, nodes=1)
+    assert is_stuck(run / "events", 120, now=NOW) == (False, "every worker exited 90 s ago; waiting for a restart")
+    stuck, reason = is_stuck(run / "events", 60, now=NOW)
+    assert stuck and reason.startswith("stuck in rendezvous: no worker came back 90 s after all exited")
+    assert "DistBackendError peer lost" in reason
