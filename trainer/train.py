@@ -185,17 +185,32 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
     log.info("run complete at step %d", step)
 
 
+def watch_signals(worker: Worker) -> None:
+    """Report SIGTERM/SIGINT at once, even while the training thread is blocked in a collective.
+
+    A Python handler only runs when the main thread gets back to bytecode, which a stuck gloo
+    all-reduce may never do; the C-level handler, however, writes the signal number to the
+    wake-up fd immediately, and a watcher thread acts on it."""
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+
+    def watch() -> None:
+        data = os.read(r, 1)
+        if data:
+            worker.on_signal(data[0])
+    threading.Thread(target=watch, name="signals", daemon=True).start()
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"%(asctime)s [{os.environ.get('CHAOSBENCH_NODE', '')} rank={os.environ.get('RANK', '?')}] "
                                "%(levelname)s %(message)s")
     args = parse_args(argv)
     worker = Worker()
-    # SIGTERM/SIGINT are taken by a dedicated thread: a Python handler would not run while the
-    # training thread is blocked in a collective. Mask first so every later thread inherits it.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    threading.Thread(target=lambda: worker.on_signal(signal.sigwait({signal.SIGTERM, signal.SIGINT})),
-                     name="signals", daemon=True).start()
+    watch_signals(worker)
     try:
         run(worker, args)
     except BaseException as exc:  # noqa: BLE001 — every error is reported, then the process exits
