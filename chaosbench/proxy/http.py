@@ -70,6 +70,8 @@ class HttpServer:
             await self._send(writer, 400, {"error": f"bad Content-Length (max {MAX_BODY})",
                                            "status": 400}, False)
             return False
+        if length and headers.get("expect", "").lower() == "100-continue":
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")     # curl waits for this
         body = await reader.readexactly(length) if length else b""
         keep = (version == "HTTP/1.1" and headers.get("connection", "").lower() != "close")
         try:

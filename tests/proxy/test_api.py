@@ -304,3 +304,21 @@ def test_bad_requests_do_not_disturb_other_connections(server, api, echo):
         api("POST", "/proxies/echo/toxics", {"type": "bandwidth", "attributes": {"rate": -1}})
         assert roundtrip(live, b"still here")[0] == b"still here"
     assert api("GET", "/version").status_code == 200
+
+
+def test_curl_style_expect_continue(server, echo):
+    """curl sends `Expect: 100-continue` with bodies; the server must not stall it."""
+    import json
+    import time
+    host, port = server.url.rsplit("/", 1)[1].split(":")
+    body = json.dumps({"name": "c", "upstream": echo.addr, "listen": "127.0.0.1:0"}).encode()
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        t = time.perf_counter()
+        s.sendall(b"POST /proxies HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Expect: 100-continue\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue")
+        s.sendall(body)
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.endswith(b"\n"):
+            reply += s.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 201") and time.perf_counter() - t < 1
