@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from .api import Api, ApiError
+from .client import ProxyClient
 from .http import HttpServer
 
 log = logging.getLogger("chaosbench.proxy")
@@ -32,6 +33,11 @@ class ProxyServer:
     def url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         return f"http://{host}:{self.port}"
+
+    def client(self, timeout: float = 10.0) -> ProxyClient:
+        """A ProxyClient for this server (state changes go through the HTTP API, as for
+        any Toxiproxy, so code written against this server works against the real one)."""
+        return ProxyClient(self.url, timeout=timeout)
 
     # -- async core ---------------------------------------------------------------------------
     async def start(self, populate: list[dict] | None = None) -> None:

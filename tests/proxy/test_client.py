@@ -69,3 +69,28 @@ def test_unreachable_server_is_a_clear_error():
     with pytest.raises(ProxyAPIError) as err:
         c.version()
     assert err.value.status == 0 and "cannot reach the proxy API" in str(err.value)
+
+
+def test_embedded_server_hands_out_a_client(server, echo):
+    c = server.client(timeout=2)
+    assert c.create_proxy("e", echo.addr).enabled and c.base_url == server.url
+    c.close()
+
+
+def test_embedded_server_stop_closes_proxies_and_connections(echo):
+    from chaosbench.proxy import ProxyServer
+    from .conftest import connect, roundtrip
+    with ProxyServer("127.0.0.1", 0) as srv:
+        p = srv.client().create_proxy("e", echo.addr)
+        live = connect(p.port)
+        assert roundtrip(live)[0] == b"ping"
+    live.settimeout(2)
+    try:
+        assert live.recv(10) == b""
+    except ConnectionResetError:
+        pass
+    live.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", p.port), timeout=1)
+    with pytest.raises(ProxyAPIError):
+        ProxyClient(srv.url, timeout=1).version()
