@@ -7,6 +7,7 @@ the report logs nothing, so any such line counts as a console error.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -44,3 +45,15 @@ def run(url: str, extra: list[str], profile: Path, timeout: float = 60) -> tuple
     if proc.returncode != 0:
         raise RuntimeError(f"chromium exited {proc.returncode}: {err[-2000:]}")
     return out, [m.group(1) for m in map(CONSOLE.search, err.splitlines()) if m]
+
+
+def page_requests(net_log: Path) -> list[str]:
+    """Network URLs the page itself asked for, from chromium's --log-net-log.
+
+    The browser's own background traffic (update checks, accounts) has the initiator
+    "not an origin"; what a file:// page requests has the opaque origin "null".
+    """
+    events = json.loads(Path(net_log).read_text())["events"]
+    urls = {e["params"]["url"] for e in events
+            if "url" in e.get("params", {}) and e["params"].get("initiator", "not an origin") != "not an origin"}
+    return sorted(u for u in urls if not u.startswith(("file:", "data:")))

@@ -28,10 +28,21 @@ def test_console_capture_sees_errors(tmp_path):
     assert any("undefinedFunction is not defined" in m for m in console)
 
 
+def test_network_capture_sees_page_requests(tmp_path):
+    """The self-containedness check below can fail: a page that fetches anything is caught."""
+    page = tmp_path / "net.html"
+    page.write_text('<img src="http://example.com/x.png"><script src="https://cdn.example.org/l.js"></script>')
+    browser.run(page.as_uri(), ["--dump-dom", f"--log-net-log={tmp_path / 'net.json'}"], tmp_path / "profile")
+    assert browser.page_requests(tmp_path / "net.json") == ["http://example.com/x.png", "https://cdn.example.org/l.js"]
+
+
 def test_report_renders_chart_without_console_errors(failing_run, tmp_path):
     report = render_run(failing_run)
-    dom, console = browser.run(report.as_uri() + "#q=checkpoint_loaded", ["--dump-dom"], tmp_path / "profile")
+    net_log = tmp_path / "net.json"
+    dom, console = browser.run(report.as_uri() + "#q=checkpoint_loaded", ["--dump-dom", f"--log-net-log={net_log}"],
+                               tmp_path / "profile")
     assert console == []
+    assert browser.page_requests(net_log) == []  # self-contained: nothing fetched
     page = Page(dom)
     svg = [a for t, a in page.tags if t == "svg" and a.get("id") == "timeline"]
     assert svg, "no timeline SVG in the browser's DOM"
