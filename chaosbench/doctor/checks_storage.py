@@ -74,9 +74,15 @@ def _dir_check(tier: str, path: Path, size: int | None, size_note: str, ck: dict
     name = f"checkpoint {tier} {path}"
     err = probe_write(path)
     if err:
-        fix = (f"remove the file or point checkpoint.{tier} elsewhere" if "not a directory" in err else
-               f"mount it read-write / fix ownership (`chown` to the training user), or set checkpoint.{tier} "
-               "to a writable directory")
+        if "not a directory" in err:
+            fix = f"remove the file or point checkpoint.{tier} elsewhere"
+        elif "ENOSPC" in err or "EDQUOT" in err:
+            fix = f"the filesystem is full: free space on it, grow the volume, or point checkpoint.{tier} elsewhere"
+        elif "EROFS" in err:
+            fix = f"the filesystem is mounted read-only: mount it read-write or point checkpoint.{tier} elsewhere"
+        else:
+            fix = (f"fix ownership/permissions (`chown` it to the training user) or set checkpoint.{tier} to a "
+                   "writable directory")
         return CheckResult(name, Status.FAIL, err, fix)
     free, total = free_bytes(path)
     keep = int(ck.get("keep_last") or ck.get("max_snapshots") or 2) if tier == "nvme_dir" else \

@@ -2,7 +2,6 @@
 import base64
 import shlex
 import subprocess
-import sys
 
 import pytest
 import requests
@@ -11,7 +10,7 @@ from chaosbench.doctor import Status, from_env
 from chaosbench.doctor.checks_etcd import etcd_checks
 from chaosbench.services.ports import free_port
 
-from .conftest import REPO, etcd_process, run_doctor
+from .conftest import etcd_process, run_doctor
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 

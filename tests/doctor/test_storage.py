@@ -50,7 +50,7 @@ def test_read_only_mount_fails():
         r = _by_name(storage_checks(_target(TINY, nvme_dir=str(d))))["nvme_dir"]
         assert r.status == Status.FAIL
         assert "EROFS" in r.evidence and "Read-only file system" in r.evidence
-        assert "read-write" in r.fix
+        assert "mounted read-only: mount it read-write" in r.fix
 
 
 def test_full_mount_fails_and_small_mount_warns():
@@ -78,3 +78,18 @@ def test_missing_model_fields_reported_not_guessed(tmp_path):
     t.trainer_config["checkpoint"]["nvme_dir"] = str(tmp_path)
     r = _by_name(storage_checks(t))["nvme_dir"]
     assert r.status == Status.WARN and "model.d_model missing" in r.evidence
+
+
+def test_really_full_mount_fails_with_enospc():
+    with tmpfs("512k") as d:
+        try:
+            with open(d / "filler", "wb") as f:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+        except OSError:
+            pass   # ENOSPC: the mount is now full
+        r = _by_name(storage_checks(_target(TINY, nvme_dir=str(d))))["nvme_dir"]
+        assert r.status == Status.FAIL
+        assert "ENOSPC" in r.evidence and "No space left on device" in r.evidence
+        assert "the filesystem is full" in r.fix
