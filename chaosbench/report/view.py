@@ -80,7 +80,8 @@ def _summary(rows: list[dict[str, Any]]) -> str:
     return "; ".join(parts) + "."
 
 
-def headline(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+def headline(result: dict[str, Any], rows: list[dict[str, Any]],
+             timeline: dict[str, Any] | None = None) -> list[str]:
     """One plain sentence per fault, then the failing checks: the ten-second answer."""
     if len(rows) > MAX_HEADLINE_FAULTS:
         return [_summary(rows)]
@@ -107,8 +108,26 @@ def headline(result: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
                       if f.get("id") not in {row["rec"].get("fault_id") for row in rows}]
     for f in faults_without:
         what = " ".join(str(v) for v in (f.get("type"), f.get("target")) if v)
-        lines.append(f"{what}: no recovery recorded.")
+        lines.append(f"{what}: {_without_recovery(f, timeline or {})}")
     return lines
+
+
+def _without_recovery(fault: dict[str, Any], timeline: dict[str, Any]) -> str:
+    """A fault with no recovery: did training ride through it (an S3 outage should) or stop?"""
+    start, end = fault.get("injected_at"), fault.get("healed_at")
+    if not _num(start):
+        return "not injected (no injection time recorded)."
+    end = end if _num(end) else float("inf")
+    during = [r["step"] for r in timeline.get("steps", []) if start <= r["ts"] <= end]
+    restarts = [r for r in timeline.get("restarts", []) if start <= r["ts"] <= end]
+    if not timeline.get("steps"):
+        return "no recovery recorded."
+    if during and not restarts:
+        window = "while it lasted" if end != float("inf") else "after it"
+        return f"no restart; training went on {window} (steps {min(during)} → {max(during)})."
+    if restarts:
+        return f"no recovery recorded, {len(restarts)} restart(s) during it."
+    return "no recovery recorded, and no training step after it."
 
 
 def tier_rows(checkpoints: dict[str, Any]) -> list[dict[str, Any]]:
@@ -149,7 +168,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "checkpoints_recorded": isinstance(run.result.get("checkpoints"), dict),
         "faults": faults,
         "recoveries": recovery_rows,
-        "headline": headline(r, recovery_rows),
+        "headline": headline(r, recovery_rows, timeline),
         "failing": failing,
         "checks": checks,
         "counts": check_counts(checks),

@@ -221,9 +221,22 @@ def test_broken_run_shows_faults_from_the_fault_log(passing_run):
     (passing_run / "result.json").write_text(json.dumps({"verdict": "error", "error": "harness interrupted"}))
     page = _page(passing_run)
     text = page.all_text()
-    assert "kill_node node-2: no recovery recorded." in text
+    assert "kill_node node-2: no recovery recorded, 2 restart(s) during it." in text
     assert "Faults rebuilt from faults.jsonl" in text
     assert "⚡ f1 kill_node node-2" in text
     assert page.count("polyline") == 5  # timeline from events/
     assert "t+12.0 s" in text  # relative to the first event (rendezvous at +0.5 s), not a raw unix time
     assert "result.json has no checkpoint statistics" in text
+
+
+def test_fault_ridden_through_says_so(passing_run):
+    """An S3 outage that needs no restart reads as such, with the steps trained during it."""
+    result = json.loads((passing_run / "result.json").read_text())
+    t = result["timeline"]["steps"]
+    start, end = t[150]["ts"], t[200]["ts"]  # after the node loss: no restart in this window
+    result["faults"].append({"id": "f2", "type": "s3_outage", "target": "s3", "trigger": "at 20 s",
+                             "params": {}, "injected_at": start, "healed_at": end})
+    (passing_run / "result.json").write_text(json.dumps(result))
+    text = _page(passing_run).all_text()
+    steps = [r["step"] for r in t if start <= r["ts"] <= end]
+    assert f"s3_outage s3: no restart; training went on while it lasted (steps {min(steps)} → {max(steps)})." in text
