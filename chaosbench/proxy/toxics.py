@@ -114,7 +114,7 @@ class Bandwidth(Toxic):
             now = time.monotonic()
             # timers overshoot by ~1 ms: keep up to 100 ms of credit so the rate holds,
             # but an idle link does not save up a burst beyond that
-            start = max(now - 0.1, state.next_free)
+            start = state.next_free if state.next_free >= now - 0.1 else now
             state.next_free = start + len(part) / rate
             if not await state.sleep(state.next_free - now):
                 yield Chunk(data[off:], chunk.ts)  # interrupted: pass the rest on, drop nothing
