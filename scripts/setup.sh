@@ -27,5 +27,5 @@ if [ ! -f "$stamp" ]; then
 fi
 
 if [ "${CHAOSBENCH_SKIP_IMAGES:-0}" != 1 ] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
-  .venv/bin/chaosbench images build
+  .venv/bin/python -m chaosbench.cluster.images build
 fi

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.images import REPO, SOURCE_MOUNT
 from chaosbench.cluster.launch import S3_BUCKET, node_plan
 
 LABEL_PREFIX = "io.chaosbench"
@@ -33,6 +34,7 @@ class ComposePlan:
     nvme_host_dirs: dict[str, str | None] = field(default_factory=dict)   # node -> loop mount, or None: tmpfs
     gpus: bool = False
     toxiproxy_image: str | None = None   # a real Toxiproxy image instead of ours
+    source_dir: str = str(REPO)           # host checkout mounted read-only into our containers
 
     def ip(self, name: str) -> str:
         hosts = list(self.subnet.hosts())
@@ -64,7 +66,10 @@ def _service(plan: ComposePlan, name: str, role: str, command: list[str], image:
     svc = {"image": image or plan.image, "container_name": plan.container(name), "hostname": name,
            "command": command, "labels": plan.labels(role), "init": True,
            "networks": {"net": {"ipv4_address": plan.ip(name)}}}
-    svc.update(extra)
+    if image is None:   # our image runs the project's code from the read-only source mount
+        svc["volumes"] = [f"{plan.source_dir}:{SOURCE_MOUNT}:ro"]
+    for key, value in extra.items():
+        svc[key] = svc.get(key, []) + value if key == "volumes" else value
     return svc
 
 

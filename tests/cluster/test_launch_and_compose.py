@@ -75,6 +75,7 @@ def test_compose_project_is_isolated_and_labelled(tmp_path):
     assert doc["networks"]["net"]["labels"]["io.chaosbench.owner"] == "h:1:2"
     n0, n1 = svcs["node-0"], svcs["node-1"]
     assert "/disks/n0:/nvme" in n0["volumes"] and "tmpfs" not in n0
+    assert all(any(v.endswith(":/opt/chaosbench:ro") for v in s["volumes"]) for s in svcs.values())
     assert n1["tmpfs"] == ["/nvme:size=64m"]
     # tmpfs + shm count against the memory limit, so the limit must exceed both
     assert int(n1["mem_limit"][:-1]) > 64 + 128

@@ -53,8 +53,9 @@ HARNESS = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from chaosbench.cluster import ClusterSpec, create_cluster
+    py = sys.executable if sys.argv[2] == "local" else "python"   # the node's own python
     spec = ClusterSpec(run_id="orphan", run_dir=Path(sys.argv[1]), nodes=1, max_nodes=1,
-                       command=[sys.executable, "-c", "import time; time.sleep(300)"])
+                       command=[py, "-c", "import time; time.sleep(300)"])
     with create_cluster(sys.argv[2], spec) as c:
         c.start_training()
         print("READY", c.project, flush=True)

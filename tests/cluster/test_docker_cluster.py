@@ -1,0 +1,79 @@
+"""The docker backend end to end: generated compose project, real containers, the reference trainer."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chaosbench.cluster import ClusterSpec, available_backends, create_cluster
+from chaosbench.cluster.docker_cli import docker, leftovers, sweep
+
+from .helpers import events, max_step, train_kill_recover, wait_for
+from .test_local_cluster import HARNESS, OVERRIDES
+
+_why = available_backends()["docker"]
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(900),
+              pytest.mark.skipif(_why is not None, reason=f"docker backend unusable: {_why}")]
+
+
+@pytest.fixture(scope="module")
+def image():
+    from chaosbench.cluster.images import node_image
+    return node_image()   # reuses the tag when nothing changed (seconds)
+
+
+def test_docker_train_kill_recover_teardown(tmp_path, image):
+    spec = ClusterSpec(run_id="dock", run_dir=tmp_path, nodes=2, min_nodes=1, max_nodes=2,
+                       rendezvous="c10d", trainer_overrides=OVERRIDES, nvme_size_mb=64)
+    cluster = create_cluster("docker", spec, image=image)
+    with cluster:
+        project = cluster.project
+        assert set(leftovers(project)["containers"]) == {f"{project}-{s}" for s in ("etcd", "s3", "toxiproxy")}
+        # the NVMe mount is size-limited and really fills
+        cluster.start_training()
+        cluster.fill_nvme("node-1")
+        r = subprocess.run(["docker", "exec", f"{project}-node-1", "sh", "-c", "echo x > /nvme/more"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and "No space left" in r.stderr
+        cluster.free_nvme("node-1")
+        # iptables works inside the node (NET_ADMIN): a silent partition, then heal
+        cluster.partition("node-1", peers=["s3"])
+        rules = docker("exec", f"{project}-node-1", "iptables", "-S", "CHAOSBENCH")
+        assert f"-d {cluster.plan.ip('s3')}/32 -j DROP" in rules
+        cluster.heal_network("node-1")
+        assert "DROP" not in docker("exec", f"{project}-node-1", "iptables", "-S", "CHAOSBENCH")
+        out = train_kill_recover(cluster)
+        assert cluster.node_status("node-1") == "exited:137"
+        first = out["first_alone"]
+        assert first["restart_count"] >= 1
+        loaded = [e for e in out["events"] if e["event"] == "checkpoint_loaded" and e["node"] == "node-0"
+                  and e["ts"] > out["killed_at"]]
+        assert loaded and first["step"] > loaded[-1]["step"] > 0
+    assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
+    assert (tmp_path / "logs" / "node-0.log").stat().st_size > 0 and (tmp_path / "exits.json").exists()
+    assert not os.path.exists(f"/var/tmp/chaosbench-disks/{project}")
+
+
+def _start_harness(tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", HARNESS, str(tmp_path), "docker"], stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    line = p.stdout.readline()
+    assert line.startswith("READY"), f"harness did not come up: {line!r}"
+    return p, line.split()[1]
+
+
+def test_docker_ctrl_c_and_crash_leave_nothing(tmp_path, image, monkeypatch):
+    monkeypatch.setenv("CHAOSBENCH_NODE_IMAGE", image)   # inherited by the harness subprocess
+    p, project = _start_harness(tmp_path / "a")
+    assert len(leftovers(project)["containers"]) == 4
+    p.send_signal(signal.SIGINT)          # Ctrl-C: the harness tears down itself
+    p.wait(timeout=120)
+    assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
+    p, project = _start_harness(tmp_path / "b")
+    os.kill(p.pid, signal.SIGKILL)        # a crashed harness runs no cleanup at all ...
+    p.wait(timeout=10)
+    assert leftovers(project)["containers"], "expected leftovers from the killed harness"
+    assert project in sweep()             # ... the next start's sweep removes them
+    assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
