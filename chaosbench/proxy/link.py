@@ -88,6 +88,7 @@ class Pipe:
         self.link, self.direction, self.src, self.dst = link, direction, src, dst
         src.out_pipe, dst.in_pipe = self, self
         self.chain: list[tuple[Toxic, ToxicState]] = []
+        self.toxic = False                     # some toxic acts on this direction
         self.queue: collections.deque[Chunk] = collections.deque()
         self.queued = 0
         self.worker: asyncio.Task | None = None
@@ -118,11 +119,13 @@ class Pipe:
         for toxic, state in old.values():      # removed
             toxic.deactivate(state)
         self.chain = chain
+        # toxics that lost their toxicity roll for this connection cost nothing
+        self.toxic = any(state.active for _, state in chain)
         self._choose_path()
 
     def _choose_path(self) -> None:
         """Splice while the direction has no toxic; leave splicing, in order, when one comes."""
-        if self.chain and self.splicer is not None:
+        if self.toxic and self.splicer is not None:
             saw_eof = self.splicer.eof and not self.eof_sent
             left = self.splicer.stop()
             self.splicer = None
@@ -135,7 +138,7 @@ class Pipe:
             if self.queue and self.worker is None:
                 self.worker = asyncio.get_running_loop().create_task(self._work())
             self.set_paused("splice", False)
-        elif not self.chain and self.splicer is None and self._can_splice():
+        elif not self.toxic and self.splicer is None and self._can_splice():
             self.splicer = Splicer(self.src.transport.get_extra_info("socket").fileno(),
                                    self.dst.transport.get_extra_info("socket").fileno(),
                                    self._splice_eof, self._splice_error)
@@ -164,6 +167,7 @@ class Pipe:
         for toxic, state in self.chain:
             toxic.deactivate(state)
         self.chain = []
+        self.toxic = False
         if self.worker is not None:
             self.worker.cancel()
 
@@ -173,7 +177,7 @@ class Pipe:
             if self.src_eof:                   # already seen by the splicer: pass it on once
                 return
             self.src_eof = True
-        if not self.chain and self.worker is None:
+        if not self.toxic and self.worker is None:
             self._emit_now(data)
             if self.splicer is None and data is not None:
                 self._choose_path()        # back to zero-copy once the toxic path drained

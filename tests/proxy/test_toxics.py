@@ -279,3 +279,12 @@ def test_direction_returns_to_zero_copy_after_toxics_are_removed(server, client,
         for _ in range(3):
             assert roundtrip(s)[0] == b"ping"
         assert link.pipes["upstream"].splicer is not None
+
+
+def test_toxic_that_lost_its_roll_leaves_the_zero_copy_path(server, client, echo):
+    p = client.create_proxy("r", echo.addr)
+    client.add_toxic("r", "latency", {"latency": 300}, toxicity=0.0)
+    with connect(p.port) as s:
+        assert roundtrip(s)[1] < 0.2
+        link = next(iter(server.api.proxies["r"].links))
+        assert link.pipes["downstream"].splicer is not None
