@@ -288,3 +288,18 @@ def test_toxic_that_lost_its_roll_leaves_the_zero_copy_path(server, client, echo
         assert roundtrip(s)[1] < 0.2
         link = next(iter(server.api.proxies["r"].links))
         assert link.pipes["downstream"].splicer is not None
+
+
+def test_unreachable_upstream_closes_the_client_and_keeps_serving(client, echo):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]                  # nothing listens here any more
+    p = client.create_proxy("dead", f"127.0.0.1:{dead}")
+    with connect(p.port) as s:
+        try:
+            assert s.recv(10) == b""
+        except ConnectionResetError:
+            pass
+    client.update("dead", upstream=echo.addr)       # the service is back
+    with connect(p.port) as s:
+        assert roundtrip(s)[0] == b"ping"
