@@ -232,10 +232,11 @@ class Runner:
             elif rel > run.timeout_s:
                 stop = f"timeout: {run.timeout_s:g} s elapsed (highest step {self.progress.step})"
             elif now - self.progress.last_progress_at > run.stuck_after_s:
-                stop = (f"stuck: no progress for {run.stuck_after_s:g} s (highest step {self.progress.step}; "
-                        f"trainer phases: {self.progress.trainer_phases or 'none reported'})")
+                phases = ", ".join(f"{n}: {p}" for n, p in sorted(self.progress.trainer_phases.items()))
+                stop = (f"stuck: no new step for {run.stuck_after_s:g} s (highest step {self.progress.step}; "
+                        f"last trainer phases: {phases or 'none reported'})")
             elif self.opts.cancel.is_set():
-                raise ClusterError("cancelled")
+                raise ClusterError("cancelled (Ctrl-C or SIGTERM)")
             elif now >= next_status:
                 next_status = now + 2.0
                 if target is None and sched.finished and self._all_exited(cluster):

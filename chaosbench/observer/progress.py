@@ -30,7 +30,7 @@ class Progress:
                 self.last_progress_at = time.time()
             self.world_size = ev.get("world_size", self.world_size)
         elif name == "phase":
-            self.trainer_phases[node] = str(ev.get("phase"))
-            self.last_progress_at = time.time()   # a restarting trainer is not stuck
+            # phases alone are not progress: a crash-looping trainer restarts forever without a step
+            self.trainer_phases[node] = f"{ev.get('phase')} (restart {ev.get('restart_count', '?')})"
         elif name == "run_complete":
             self.finished_nodes.add(node)

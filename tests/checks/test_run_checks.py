@@ -22,9 +22,9 @@ def test_reaches_step_with_budget_and_stop_reason():
     assert run(reaches_step, h, reaches_step=100, within_seconds=20).status == "passed"
     res = run(reaches_step, h, reaches_step=100, within_seconds=10)
     assert res.status == "failed" and "over the 10 s budget" in res.reason
-    h.harness["stop_reason"] = "stuck: no progress for 120 s"
+    h.harness["stop_reason"] = "stuck: no new step for 120 s"
     res = run(reaches_step, h, reaches_step=500)
-    assert res.status == "failed" and res.observed == 100 and "stuck: no progress" in res.reason
+    assert res.status == "failed" and res.observed == 100 and "stuck: no new step" in res.reason
     assert run(reaches_step, History(), reaches_step=5).status == "not_evaluated"
 
 

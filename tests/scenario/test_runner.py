@@ -65,7 +65,7 @@ def test_stuck_trainer_fails_reaches_step_not_harness(tmp_path):
     out, cluster = run(tmp_path, hang_after_kill=True)
     assert out.exit_code == 1
     reach = next(c for c in out.result.checks if c.name == "reaches_step")
-    assert reach.status == "failed" and "stuck: no progress for 3 s" in reach.reason
+    assert reach.status == "failed" and "stuck: no new step for 3 s" in reach.reason
     assert cluster.calls[-1] == "down"
 
 
