@@ -1,11 +1,12 @@
 """One proxied TCP connection: client <-> proxy <-> upstream, as two one-way pipes.
 
-Speed comes from the fast path: while a direction has no toxic and nothing queued, bytes go
-straight from `data_received` to the other transport's `write` with asyncio's own flow control
-(the source is paused while the destination's write buffer is above its high-water mark).
-With toxics, chunks are stamped on arrival and queued; a worker task runs each through the
-toxic chain. Reading continues while the worker sleeps (bounded by MAX_QUEUED bytes), so a
-latency toxic delays every chunk by the configured time instead of throttling throughput.
+Three paths per direction, chosen as toxics come and go (bytes always stay in order):
+- zero-copy: no toxic acts on the direction -> a Splicer moves bytes inside the kernel;
+- plain: bytes go from `data_received` straight to the other transport's `write`, with
+  asyncio's flow control (used while switching back, or where splice(2) is missing);
+- toxic: with toxics, chunks are stamped on arrival and queued; a worker task runs each through the
+toxic chain. Reading continues while the worker sleeps (bounded by MAX_QUEUED bytes), so
+  a latency toxic delays every chunk by the configured time instead of throttling throughput.
 """
 from __future__ import annotations
 
