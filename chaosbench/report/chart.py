@@ -52,6 +52,7 @@ class FaultBand:
     end_x: float = 0.0
     anchor_end: bool = False  # label near the right edge: drawn to the left of the line
     recovery_label: str = ""  # e.g. "↺ memory @ step 40 · 3.6 s", at the end of the window
+    failed: bool = False  # never recovered: label in red, drawn inside the window
 
 
 @dataclass
@@ -175,17 +176,23 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
         start = f["injected_at"]
         healed = f.get("healed_at")
         first_step = (recoveries.get(f.get("id")) or {}).get("first_step_at")
+        rec = recoveries.get(f.get("id")) or {}
         end = healed if isinstance(healed, (int, float)) else first_step
         open_end = not isinstance(healed, (int, float))
+        never = bool(rec) and open_end and first_step is None and rec.get("total_s") is None
+        if never:
+            end = t1  # training never came back: the outage runs to the end of the record
         if not isinstance(end, (int, float)) or end < start:
             end = start
         full = " ".join(str(v) for v in (f.get("id"), f.get("type"), f.get("target")) if v)
         label = full if not compact else str(f.get("id") or f.get("type") or "fault")
-        until = "healed" if not open_end else ("first step after" if end > start else "no heal, no recovery")
+        until = ("healed" if not open_end else "not recovered by the end" if never
+                 else "first step after" if end > start else "no heal, no recovery")
         title = f"{full}: injected t+{start - t0:.1f}s, {until} t+{end - t0:.1f}s ({f.get('trigger') or ''})"
-        rec = recoveries.get(f.get("id")) or {}
         recovered = ""
-        if rec.get("tier") or rec.get("restored_step") is not None:
+        if never:
+            recovered = "✗ not recovered"
+        elif rec.get("tier") or rec.get("restored_step") is not None:
             recovered = f"↺ {rec.get('tier') or 'tier not measured'}"
             if rec.get("restored_step") is not None and not compact:
                 recovered += f" @ step {rec['restored_step']}"
@@ -193,7 +200,8 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
                 recovered += f" · {rec['total_s']:.1f} s"
         chart.faults.append(FaultBand(x(start), max(2.0, x(end) - x(start)), label, title,
                                       FAULT_COLOURS[i % len(FAULT_COLOURS)], open_end,
-                                      end_x=x(end), recovery_label=recovered if not compact else "",
+                                      end_x=x(end), recovery_label=recovered if not compact or never else "",
+                                      failed=never,
                                       anchor_end=x(start) > right_x - 8 * len(label) - 20))
 
     ws_points = timeline["world_size"]

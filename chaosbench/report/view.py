@@ -54,6 +54,11 @@ def verdict_of(result: dict[str, Any]) -> str:
     return v if v in ("passed", "failed", "error") else "unknown"
 
 
+def recovered(rec: dict[str, Any]) -> bool:
+    """A recovery ends with a training step; without one (and no total) training never came back."""
+    return rec.get("first_step_at") is not None or rec.get("total_s") is not None
+
+
 def _recovery_row(rec: dict[str, Any], fault: dict[str, Any] | None) -> dict[str, Any]:
     phases = [(name, rec.get(key)) for name, key in PHASES]
     known = sum(v for _, v in phases if _num(v) and v > 0)
@@ -61,11 +66,12 @@ def _recovery_row(rec: dict[str, Any], fault: dict[str, Any] | None) -> dict[str
     scale = total if _num(total) and total > 0 else known
     bar = [{"name": name, "s": v, "pct": round(100 * v / scale, 2)}
            for name, v in phases if _num(v) and v > 0 and scale]
-    return {"rec": rec, "fault": fault or {}, "phases": phases, "bar": bar,
+    return {"rec": rec, "fault": fault or {}, "phases": phases, "bar": bar, "recovered": recovered(rec),
             "missing_phases": [name for name, v in phases if v is None]}
 
 
 MAX_HEADLINE_FAULTS = 3
+MAX_HEADLINE_CHECKS = 5  # the rest are one scroll away, in the checks table
 
 
 def _summary(rows: list[dict[str, Any]]) -> str:
@@ -93,6 +99,9 @@ def headline(result: dict[str, Any], rows: list[dict[str, Any]],
         tier = r.get("tier")
         step = r.get("restored_step")
         parts = [f"{what}{trig}: "]
+        if not recovered(r):
+            lines.append(f"{what}{trig}: NOT RECOVERED, no training step after it.")
+            continue
         parts.append(f"recovered from {tier}" if tier else "restore tier not measured")
         if step is not None:
             parts.append(f" at step {step}")
@@ -158,6 +167,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
     scenario = r.get("scenario") or {}
     failing = [c for c in checks if c.get("status") == "failed"
                or (c.get("status") == "not_evaluated" and not c.get("optional"))]
+    more_failing = max(0, len(failing) - MAX_HEADLINE_CHECKS)
     return {
         "r": r,
         "run_id": r.get("run_id") or run.path.name,
@@ -169,7 +179,8 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "faults": faults,
         "recoveries": recovery_rows,
         "headline": headline(r, recovery_rows, timeline),
-        "failing": failing,
+        "failing": failing[:MAX_HEADLINE_CHECKS],
+        "more_failing": more_failing,
         "checks": checks,
         "counts": check_counts(checks),
         "tiers": tier_rows(r.get("checkpoints") or {}),

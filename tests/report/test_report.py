@@ -240,3 +240,22 @@ def test_fault_ridden_through_says_so(passing_run):
     text = _page(passing_run).all_text()
     steps = [r["step"] for r in t if start <= r["ts"] <= end]
     assert f"s3_outage s3: no restart; training went on while it lasted (steps {min(steps)} → {max(steps)})." in text
+
+
+def test_unrecovered_fault_is_shown_as_such(failing_run):
+    """What the runner writes when workers restarted but never trained again (seen in a real run)."""
+    result = json.loads((failing_run / "result.json").read_text())
+    rec = result["recoveries"][0]
+    for key in list(rec):
+        if key not in ("fault_id", "injected_at", "detected_at", "step_before_fault", "world_size_before"):
+            rec[key] = None
+    result["checks"] = [dict(result["checks"][0], name=f"check_{i}", status="failed") for i in range(8)]
+    (failing_run / "result.json").write_text(json.dumps(result))
+    page = _page(failing_run)
+    text = page.all_text()
+    assert "kill_node node-2 (at step 40): NOT RECOVERED, no training step after it." in text
+    assert "not recovered : no training step after injection" in text  # <b>not recovered</b>: ...
+    assert "✗ not recovered" in text
+    assert "and 3 more failing checks" in text
+    band = [a for t, a in page.tags if t == "rect" and a.get("fill-opacity") == "0.13"][0]
+    assert float(band["x"]) + float(band["width"]) == pytest.approx(1100 - 24, abs=0.1)  # to the end
