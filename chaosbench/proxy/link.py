@@ -4,8 +4,8 @@ Three paths per direction, chosen as toxics come and go (bytes always stay in or
 - zero-copy: no toxic acts on the direction -> a Splicer moves bytes inside the kernel;
 - plain: bytes go from `data_received` straight to the other transport's `write`, with
   asyncio's flow control (used while switching back, or where splice(2) is missing);
-- toxic: with toxics, chunks are stamped on arrival and queued; a worker task runs each through the
-toxic chain. Reading continues while the worker sleeps (bounded by MAX_QUEUED bytes), so
+- toxic: chunks are stamped on arrival and queued; a worker task runs each through the
+  toxic chain. Reading continues while the worker sleeps (bounded by MAX_QUEUED bytes), so
   a latency toxic delays every chunk by the configured time instead of throttling throughput.
 """
 from __future__ import annotations
