@@ -19,7 +19,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 
 from chaosbench.rendezvous.connection import EtcdV3Connection
-from chaosbench.rendezvous.layout import (DEFAULT_V3_PREFIX, V2_RDZV_PREFIX, V2_STORE_PREFIX, check_run_id,
+from chaosbench.rendezvous.layout import (DEFAULT_V3_PREFIX, V2_LEGACY_PREFIX, V2_RDZV_PREFIX, V2_STORE_PREFIX,
+                                          check_run_id,
                                           v3_run_prefix, v3_state_key)
 from chaosbench.rendezvous.state import decode_state
 
@@ -91,8 +92,10 @@ def _v2_store_keys(endpoint: str, run_id: str) -> list[str]:
 
 
 def _v2_run_keys(endpoint: str, run_id: str) -> list[str]:
-    resp = _v2(endpoint, f"{V2_RDZV_PREFIX}/{run_id}", recursive="true")
-    keys = [n["key"] for n in _walk(resp["node"]) if not n.get("dir")] if resp else []
+    keys = []
+    for path in (f"{V2_RDZV_PREFIX}/{run_id}", f"{V2_LEGACY_PREFIX}/run_{run_id}"):
+        resp = _v2(endpoint, path, recursive="true")
+        keys += [n["key"] for n in _walk(resp["node"]) if not n.get("dir")] if resp else []
     return keys + _v2_store_keys(endpoint, run_id)
 
 
@@ -119,8 +122,8 @@ def delete_run(endpoint: str, run_id: str, prefix: str = DEFAULT_V3_PREFIX, time
     v2_keys = _v2_run_keys(endpoint, run_id)
     for key in v2_keys:
         _v2(endpoint, key, method="DELETE", timeout=timeout)
-    if _v2(endpoint, f"{V2_RDZV_PREFIX}/{run_id}"):   # the legacy backend's now-empty directories
-        _v2(endpoint, f"{V2_RDZV_PREFIX}/{run_id}", method="DELETE", recursive="true", dir="true")
+    if _v2(endpoint, f"{V2_LEGACY_PREFIX}/run_{run_id}"):   # the legacy backend's now-empty directories
+        _v2(endpoint, f"{V2_LEGACY_PREFIX}/run_{run_id}", method="DELETE", recursive="true", dir="true")
     return int(deleted) + len(v2_keys)
 
 
@@ -141,12 +144,14 @@ def runs(endpoint: str, prefix: str = DEFAULT_V3_PREFIX, timeout: float = 5.0) -
         conn.close()
     resp = _v2(endpoint, V2_RDZV_PREFIX, timeout=timeout)
     for node in (resp or {}).get("node", {}).get("nodes", []):
-        run_id = node["key"].rsplit("/", 1)[-1]
-        n = len(_v2_run_keys(endpoint, run_id))
-        if node.get("dir"):
-            out.append(RunInfo(run_id, "v2-legacy", n, None, [], None))
-        else:
-            out.append(_info(run_id, "v2", n, base64.b64decode(node["value"])))
+        if not node.get("dir"):
+            run_id = node["key"].rsplit("/", 1)[-1]
+            out.append(_info(run_id, "v2", len(_v2_run_keys(endpoint, run_id)), base64.b64decode(node["value"])))
+    resp = _v2(endpoint, V2_LEGACY_PREFIX, timeout=timeout)
+    for node in (resp or {}).get("node", {}).get("nodes", []):
+        name = node["key"].rsplit("/", 1)[-1]
+        if name.startswith("run_"):   # liveness lives in ephemeral keys we do not interpret
+            out.append(RunInfo(name[4:], "v2-legacy", len(_v2_run_keys(endpoint, name[4:])), None, [], None))
     return out
 
 

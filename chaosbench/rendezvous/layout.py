@@ -2,13 +2,14 @@
 
 v3 (ours):  {prefix}/{run_id}/state          the DynamicRendezvous state (CAS on mod_revision)
             {prefix}/{run_id}/store/{key}    the c10d store keys of that run
-v2 (torch): /torch/elastic/rendezvous/{run_id}                       etcd-v2 backend state
-            /torch/elastic/rendezvous/{run_id}/...                   etcd (legacy) backend
-            /torch/elastic/store/{base64 key}                        etcd-v2 store (shared by all runs)
+v2 (torch): /torch/elastic/rendezvous/{run_id}          etcd-v2 backend state (one key)
+            /torch/elastic/store/{base64 key}           etcd-v2 store (shared by all runs)
+            /torchelastic/p2p/run_{run_id}/...          etcd (legacy) backend, state and store
 """
 DEFAULT_V3_PREFIX = "/chaosbench/rdzv"
 V2_RDZV_PREFIX = "/torch/elastic/rendezvous"
 V2_STORE_PREFIX = "/torch/elastic/store"
+V2_LEGACY_PREFIX = "/torchelastic/p2p"    # torchrun's rdzv-conf etcd_prefix default
 
 
 def check_run_id(run_id: str) -> str:

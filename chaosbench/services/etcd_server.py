@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from chaosbench.services.ports import free_port
+from chaosbench.services.ports import free_port, port_is_free
 
 ETCD_BINARY = os.environ.get("CHAOSBENCH_ETCD_BINARY", "/usr/bin/etcd")
 
@@ -62,6 +62,10 @@ class EtcdServer:
         if not Path(self.binary).exists() and shutil.which(self.binary) is None:
             raise EtcdError(f"etcd binary not found at {self.binary!r}: install Debian's etcd-server "
                             f"or set CHAOSBENCH_ETCD_BINARY")
+        for port in (self.client_port, self.peer_port):
+            # Otherwise the health check could be answered by whatever already listens there.
+            if not port_is_free(self.host, port):
+                raise EtcdError(f"cannot start etcd: port {port} on {self.host} is already in use")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         peer = f"http://{self._connect_host}:{self.peer_port}"
         cmd = [self.binary, "--name", self.name, "--data-dir", str(self.data_dir), "--enable-v2",

@@ -9,3 +9,13 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host if host != "0.0.0.0" else "", 0))
         return s.getsockname()[1]
+
+
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # TIME_WAIT left by a restart is fine
+        try:
+            s.bind((host if host != "0.0.0.0" else "", port))
+        except OSError:
+            return False
+        return True
