@@ -1,4 +1,8 @@
-"""`python -m chaosbench.report RUN_DIR...`: re-render reports (and the index of their parent)."""
+"""`python -m chaosbench.report PATH...`: re-render reports.
+
+PATH is a run directory (reports/<run-id>, holding result.json) or a reports folder (every run in
+it is re-rendered). The index of each parent folder is rewritten. Exit 2 if any input was bad.
+"""
 
 import sys
 from pathlib import Path
@@ -8,17 +12,26 @@ from . import ReportInputError, render_index, render_run
 
 def main(argv: list[str]) -> int:
     if not argv:
-        print("usage: python -m chaosbench.report RUN_DIR [RUN_DIR...]", file=sys.stderr)
+        print("usage: python -m chaosbench.report RUN_DIR|REPORTS_DIR ...", file=sys.stderr)
         return 2
-    try:
-        for run_dir in argv:
-            print(render_run(run_dir))
-        for parent in sorted({Path(d).resolve().parent for d in argv}):
-            print(render_index(parent))
-    except ReportInputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    bad, indexes = 0, set()
+    for arg in map(Path, argv):
+        runs = [arg] if (arg / "result.json").is_file() or not arg.is_dir() else \
+            sorted(d for d in arg.iterdir() if (d / "result.json").is_file())
+        if not runs:
+            print(f"error: {arg}: no result.json here or in its subfolders; pass reports/<run-id> or reports/",
+                  file=sys.stderr)
+            bad += 1
+        for run in runs:
+            try:
+                print(render_run(run))
+                indexes.add(run.resolve().parent)
+            except ReportInputError as exc:  # one broken run does not stop the others
+                print(f"error: {exc}", file=sys.stderr)
+                bad += 1
+    for folder in sorted(indexes):
+        print(render_index(folder))
+    return 2 if bad else 0
 
 
 if __name__ == "__main__":

@@ -14,7 +14,18 @@ def test_module_renders_run_and_index(passing_run):
     assert (passing_run.parent / "index.html").is_file()
 
 
-def test_module_bad_input_exits_2_naming_the_file(tmp_path):
+def test_module_renders_a_reports_folder_and_reports_bad_runs(passing_run, failing_run, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "result.json").write_text("[]")
     proc = _run(tmp_path)
     assert proc.returncode == 2
-    assert f"{tmp_path}/result.json: not found" in proc.stderr
+    assert "broken/result.json: top level must be a JSON object, got list" in proc.stderr
+    assert (passing_run / "report.html").is_file() and (failing_run / "report.html").is_file()
+    assert "unreadable" in (tmp_path / "index.html").read_text()
+
+
+def test_module_bad_input_exits_2_naming_the_file(tmp_path):
+    proc = _run(tmp_path / "missing")
+    assert proc.returncode == 2
+    assert f"{tmp_path}/missing: not a directory" in proc.stderr
