@@ -122,7 +122,9 @@ def test_coalescing_emits_skipped(tmp_path, shm_dir, events):
     mgr.close(30)
     saved = [e["step"] for e in events.of("checkpoint_saved")]
     skipped = events.of("checkpoint_skipped")
-    assert saved[0] == 1 and saved[-1] == 5, saved
+    # one save running and one pending at most: of five quick saves, at most two are written,
+    # the newest always is, and every other one is reported as skipped
+    assert len(saved) <= 2 and saved[-1] == 5, saved
     assert skipped and all(e["tier"] == "nvme" and "coalesced" in e["reason"] for e in skipped)
     assert sorted(saved + [e["step"] for e in skipped]) == [1, 2, 3, 4, 5]
 

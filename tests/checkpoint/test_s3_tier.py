@@ -91,3 +91,14 @@ def test_unreachable_endpoint_then_back(tmp_path, shm_dir, events, monkeypatch):
         assert wait_for(lambda: events.of("checkpoint_saved"), timeout=40)
         assert events.of("checkpoint_saved")[0]["step"] == 5
         assert mgr.close(10)
+
+
+def test_restore_takes_newest_step_across_tiers(s3_bucket, tmp_path, shm_dir, events):
+    endpoint, bucket = s3_bucket
+    cfg = s3_cfg(endpoint, bucket, tmp_path, shm_dir)
+    mgr = CheckpointManager(cfg, node="n0", run_id="r5", emit=events)
+    mgr.save(toy_state(10), tier=["nvme", "s3"])
+    mgr.save(toy_state(20), tier="s3")  # e.g. this node's disk is older than the bucket
+    assert mgr.restore()["step"] == 20 and events.of("checkpoint_loaded")[-1]["tier"] == "s3"
+    mgr.save(toy_state(30), tier="nvme")
+    assert mgr.restore()["step"] == 30 and events.of("checkpoint_loaded")[-1]["tier"] == "nvme"

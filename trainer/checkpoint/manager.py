@@ -145,9 +145,8 @@ class CheckpointManager:
         store = self.stores[tier]
         try:
             refs = store.list()
-        except Exception as e:
-            log.warning("cannot list %s checkpoints: %s", tier, e)
-            self._emit("checkpoint_invalid", {"tier": tier, "step": None, "error": f"listing failed: {e}"})
+        except Exception as e:  # e.g. S3 unreachable: that tier simply offers nothing now
+            log.warning("cannot list %s checkpoints, skipping the tier: %s", tier, e)
             return None
         for ref in refs:
             if ref.step <= above or (exact_step is not None and ref.step != exact_step):
@@ -177,10 +176,14 @@ class CheckpointManager:
         summary = {t: {"step": s, "bytes": len(d), "sha256": m["sha256"]} for t, (s, d, m) in local.items()}
         choice = agreement.choose(agreement.gather(summary))
 
-        if choice is None and "s3" in self.stores:
-            found = self._newest_valid("s3") if rank == 0 else None
-            if found:
-                local["s3"] = found
+        if "s3" in self.stores:
+            # rank 0 looks in S3 only for something newer than what the nodes hold (usually nothing,
+            # which costs one listing); the answer goes to every rank
+            found = None
+            if rank == 0:
+                found = self._newest_valid("s3", above=choice.step if choice else -1)
+                if found:
+                    local["s3"] = found
             info = agreement.broadcast_object(
                 {"step": found[0], "bytes": len(found[1]), "sha256": found[2]["sha256"]} if found else None, src=0)
             if info:
