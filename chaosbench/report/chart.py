@@ -56,6 +56,14 @@ class FaultBand:
 
 
 @dataclass
+class PhaseSpan:
+    x: float
+    w: float
+    phase: str  # detection | rendezvous | restore | first (CSS class suffix)
+    title: str
+
+
+@dataclass
 class Tick:
     pos: float
     label: str
@@ -84,6 +92,7 @@ class Chart:
     restarts: list[Mark] = field(default_factory=list)
     rendezvous: list[Mark] = field(default_factory=list)
     restart_lines: list[float] = field(default_factory=list)
+    phases: list[PhaseSpan] = field(default_factory=list)  # recovery phases, a strip under the steps
     empty: bool = False
 
 
@@ -204,6 +213,16 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
                                       failed=never,
                                       anchor_end=x(start) > right_x - 8 * len(label) - 20))
 
+    # Recovery phases as a strip along the bottom of the step plot, coloured like the breakdown bars.
+    for rec in recoveries.values():
+        marks = [rec.get(k) for k in ("injected_at", "detected_at", "rendezvous_done_at", "restored_at",
+                                       "first_step_at")]
+        for name, a, b in zip(("detection", "rendezvous", "restore", "first"), marks, marks[1:]):
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a:
+                label = "first step" if name == "first" else name
+                chart.phases.append(PhaseSpan(x(a), max(1.0, x(b) - x(a)), name,
+                                              f"{rec.get('fault_id')} {label}: {b - a:.2f} s"))
+
     ws_points = timeline["world_size"]
     if ws_points:
         ws_max = max(p[1] for p in ws_points) or 1
@@ -243,7 +262,7 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
     for r in timeline["restarts"]:
         chart.restarts.append(Mark(x(r["ts"]), lane_y["restart"],
                                    f"{r.get('node')} restart {r.get('restart_count')} t+{r['ts'] - t0:.1f}s"))
-        chart.restart_lines.append(x(r["ts"]))
+    chart.restart_lines = sorted({round(m.x) for m in chart.restarts})  # one line per round, not per node
     for r in timeline["rendezvous"]:
         chart.rendezvous.append(Mark(x(r["ts"]), lane_y["rendezvous"],
                                      f"{r.get('node')} rendezvous t+{r['ts'] - t0:.1f}s"))

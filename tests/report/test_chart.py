@@ -56,3 +56,16 @@ def test_timeline_from_events_marks_restarts_rendezvous_and_saves():
     assert tl["restarts"] == [{"ts": 5.0, "node": "node-0", "restart_count": 1}]
     assert len(tl["rendezvous"]) == 2
     assert tl["checkpoints"] == [{"ts": 2.1, "node": "node-0", "tier": "nvme", "step": 1, "ok": False}]
+
+
+def test_recovery_phases_strip_and_one_restart_line_per_round():
+    result, _ = _flapping(1)
+    rec = result["recoveries"][0]
+    t = result["faults"][0]["injected_at"]
+    rec.update(injected_at=t, detected_at=t + 0.5, rendezvous_done_at=t + 1.5, restored_at=t + 1.7,
+               first_step_at=t + 2.0)
+    result["timeline"]["restarts"] = [{"ts": t + 1.0, "node": n, "restart_count": 1} for n in ("node-0", "node-1")]
+    chart = build_chart(result, timeline_of(result, dict))
+    assert [p.phase for p in chart.phases] == ["detection", "rendezvous", "restore", "first"]
+    assert chart.phases[1].title == "f1 rendezvous: 1.00 s"
+    assert len(chart.restarts) == 2 and len(chart.restart_lines) == 1
