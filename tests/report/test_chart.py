@@ -4,6 +4,8 @@ from chaosbench.report.chart import build_chart, nice_ticks
 from chaosbench.report.timeline import from_events, timeline_of
 from chaosbench.report.view import headline
 
+pytestmark = pytest.mark.timeout(60)
+
 
 @pytest.mark.parametrize("lo,hi,expected", [(0, 37.1, [0, 10, 20, 30]),
                                             (0, 120, [0, 20, 40, 60, 80, 100, 120]),

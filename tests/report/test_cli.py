@@ -1,6 +1,10 @@
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.timeout(90)
+
 
 def _run(*args):
     return subprocess.run([sys.executable, "-m", "chaosbench.report", *map(str, args)],

@@ -8,6 +8,8 @@ from chaosbench.report import ReportInputError, render_index, render_run
 from .htmltext import Page
 from .rundir import HOSTILE, build
 
+pytestmark = pytest.mark.timeout(60)
+
 
 def _page(run_dir):
     return Page(render_run(run_dir).read_text(encoding="utf-8"))
