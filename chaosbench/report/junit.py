@@ -8,9 +8,18 @@ so CI never shows a broken harness as green.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+
+
+# Characters XML 1.0 cannot hold at all (ANSI colour codes from logs, NULs): CI parsers reject the file.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def _text(v: Any) -> str:
@@ -61,5 +70,11 @@ def junit_tree(result: dict[str, Any]) -> ET.ElementTree:
 
 
 def write_junit(result: dict[str, Any], path: Path) -> Path:
-    junit_tree(result).write(path, encoding="utf-8", xml_declaration=True)
+    tree = junit_tree(result)
+    for el in tree.iter():
+        if el.text:
+            el.text = _clean(el.text)
+        for k, v in el.attrib.items():
+            el.set(k, _clean(v))
+    tree.write(path, encoding="utf-8", xml_declaration=True)
     return path

@@ -8,6 +8,7 @@ that could not be measured) are tolerated; a result.json that is not a JSON obje
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,9 +95,13 @@ def _check_types(path: Path, result: dict[str, Any]) -> None:
             raise ReportInputError(f"{path}: field '{name}' must be an object, got {type(value).__name__}")
 
 
+# Terminal colour/cursor codes (rich, torchrun) would show as "[31m" litter in the page.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
 def _read_lines(path: Path, limit: int) -> TextFile:
     # errors="replace": a log cut by a SIGKILL may end mid-UTF-8 sequence; show it, don't fail.
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    lines = _ANSI.sub("", path.read_text(encoding="utf-8", errors="replace")).splitlines()
     omitted = max(0, len(lines) - limit)
     return TextFile(name=path.name, lines=lines[omitted:], omitted=omitted)
 

@@ -261,3 +261,18 @@ def test_unrecovered_fault_is_shown_as_such(failing_run):
     assert "and 3 more failing checks" in text
     band = [a for t, a in page.tags if t == "rect" and a.get("fill-opacity") == "0.13"][0]
     assert float(band["x"]) + float(band["width"]) == pytest.approx(1100 - 24, abs=0.1)  # to the end
+
+
+def test_junit_survives_control_characters(failing_run):
+    result = json.loads((failing_run / "result.json").read_text())
+    result["checks"][0]["reason"] = "\x1b[31mFAILED\x1b[0m <&> \x00"
+    (failing_run / "result.json").write_text(json.dumps(result))
+    render_run(failing_run)
+    case = ET.parse(failing_run / "junit.xml").getroot().find("testsuite/testcase")
+    assert case.find("failure").get("message").endswith("\ufffd[31mFAILED\ufffd[0m <&> \ufffd")
+
+
+def test_log_colour_codes_are_stripped_and_torn_utf8_tolerated(passing_run):
+    (passing_run / "logs" / "node-0.log").write_bytes(b"\x1b[1;31mERROR\x1b[0m gloo timeout \xe2\x82\n")
+    page = _page(passing_run)
+    assert "ERROR gloo timeout \ufffd" in page.log_lines
