@@ -77,7 +77,7 @@ def new_run_id(name: str) -> str:
 def scenario_as_yaml(s: Scenario, file_backend: str, seed: int) -> str:
     """The scenario as run, in the file format (faults as `<type>: params`)."""
     data = s.model_dump(mode="json", exclude_defaults=True)
-    data["cluster"] = {**data.get("cluster", {}), "backend": file_backend}
+    data["cluster"] = {**s.cluster.model_dump(mode="json"), "backend": file_backend}   # full shape, for replay
     data["seed"] = seed
     data["faults"] = []
     for f in s.faults:
