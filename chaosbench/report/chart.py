@@ -114,22 +114,23 @@ def _fmt_tick(v: float) -> str:
     return f"{v:g}" if abs(v) < 1e5 else f"{v:.3g}"
 
 
-def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
-    steps = timeline["steps"]
-    all_ts = [r["ts"] for r in steps]
-    all_ts += [p[0] for p in timeline["world_size"]]
-    all_ts += [r["ts"] for key in ("restarts", "rendezvous", "checkpoints") for r in timeline[key]]
-    faults = [f for f in result.get("faults") or [] if isinstance(f.get("injected_at"), (int, float))]
-    all_ts += [f["injected_at"] for f in faults]
+def _time_range(result: dict[str, Any], timeline: dict[str, Any], faults: list[dict]) -> tuple[float, float]:
+    """The run's start and end, widened to every recorded event (clocks and records can disagree)."""
+    all_ts = [r["ts"] for key in ("steps", "restarts", "rendezvous", "checkpoints") for r in timeline[key]]
+    all_ts += [p[0] for p in timeline["world_size"]] + [f["injected_at"] for f in faults]
     t0 = result.get("started_at") if isinstance(result.get("started_at"), (int, float)) else None
     t1 = result.get("finished_at") if isinstance(result.get("finished_at"), (int, float)) else None
     if t0 is None or (all_ts and t0 > min(all_ts)):
         t0 = min(all_ts) if all_ts else 0.0
     if t1 is None or (all_ts and t1 < max(all_ts)):
         t1 = max(all_ts) if all_ts else t0 + 1.0
-    if t1 - t0 < 1e-6:
-        t1 = t0 + 1.0
+    return t0, (t1 if t1 - t0 >= 1e-6 else t0 + 1.0)
 
+
+def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
+    steps = timeline["steps"]
+    faults = [f for f in result.get("faults") or [] if isinstance(f.get("injected_at"), (int, float))]
+    t0, t1 = _time_range(result, timeline, faults)
     right_x = WIDTH - RIGHT
     main_top, main_bottom = TOP, TOP + MAIN_H
     ws_top = main_bottom + GAP + 8
@@ -137,8 +138,7 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
     lane_names = [f"{t} save" for t in TIERS] + ["restart", "rendezvous"]
     lane_y0 = ws_bottom + GAP + 4
     lanes = [(name, lane_y0 + i * LANE_H + LANE_H / 2) for i, name in enumerate(lane_names)]
-    lanes_bottom = lane_y0 + len(lane_names) * LANE_H
-    height = int(lanes_bottom + 30)
+    height = int(lane_y0 + len(lane_names) * LANE_H + 30)
 
     def x(ts: float) -> float:
         return round(LEFT + (ts - t0) / (t1 - t0) * (right_x - LEFT), 2)
@@ -156,13 +156,22 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
         y_ticks=[Tick(y(v), _fmt_tick(v)) for v in nice_ticks(0, y_max, 5)],
         ws_ticks=[], empty=not steps,
     )
+    recoveries = {r.get("fault_id"): r for r in result.get("recoveries") or []}
+    _add_series(chart, steps, x, y)
+    _add_faults(chart, faults, recoveries, x, t0, t1)
+    _add_phases(chart, recoveries, x)
+    _add_world_size(chart, timeline["world_size"], result.get("cluster") or {}, x)
+    _add_lanes(chart, timeline, x, t0)
+    return chart
 
-    # One series per (node, rank); a new polyline per incarnation so a restart shows as a gap.
+
+def _add_series(chart: Chart, steps: list[dict], x, y) -> None:
+    """One series per (node, rank); a new polyline per incarnation so a restart shows as a gap."""
     by_series: dict[tuple, list[dict]] = {}
     for r in steps:
         by_series.setdefault((str(r.get("node")), r.get("rank")), []).append(r)
     ordered = sorted(by_series.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
-    for i, (key, rows) in enumerate(ordered):
+    for i, ((node, rank), rows) in enumerate(ordered):
         rows.sort(key=lambda r: r["ts"])
         stride = max(1, math.ceil(len(rows) / MAX_POINTS))
         kept = rows[::stride] + ([rows[-1]] if (len(rows) - 1) % stride else [])
@@ -173,24 +182,22 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
                 segments.append([])
                 last_rc = r.get("restart_count")
             segments[-1].append(f"{x(r['ts'])},{y(r['step'])}")
-        node, rank = key
         label = node if rank is None else f"{node} / rank {rank}"
         width = 2.0 + 3.5 * max(0, min(len(ordered), 4) - 1 - i)
         chart.series.append(Series(label, PALETTE[i % len(PALETTE)], [" ".join(s) for s in segments],
                                    int(rows[-1]["step"]), width))
 
-    recoveries = {r.get("fault_id"): r for r in result.get("recoveries") or []}
+
+def _add_faults(chart: Chart, faults: list[dict], recoveries: dict, x, t0: float, t1: float) -> None:
+    """A shaded window per fault: injected → healed, else → first step after, else → end (never recovered)."""
     compact = len(faults) > 4  # many faults (flapping node): short labels, the details are in tooltips
     for i, f in enumerate(faults):
-        start = f["injected_at"]
-        healed = f.get("healed_at")
-        first_step = (recoveries.get(f.get("id")) or {}).get("first_step_at")
+        start, healed = f["injected_at"], f.get("healed_at")
         rec = recoveries.get(f.get("id")) or {}
-        end = healed if isinstance(healed, (int, float)) else first_step
+        first_step = rec.get("first_step_at")
         open_end = not isinstance(healed, (int, float))
         never = bool(rec) and open_end and first_step is None and rec.get("total_s") is None
-        if never:
-            end = t1  # training never came back: the outage runs to the end of the record
+        end = t1 if never else healed if not open_end else first_step
         if not isinstance(end, (int, float)) or end < start:
             end = start
         full = " ".join(str(v) for v in (f.get("id"), f.get("type"), f.get("target")) if v)
@@ -201,19 +208,20 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
         recovered = ""
         if never:
             recovered = "✗ not recovered"
-        elif rec.get("tier") or rec.get("restored_step") is not None:
+        elif (rec.get("tier") or rec.get("restored_step") is not None) and not compact:
             recovered = f"↺ {rec.get('tier') or 'tier not measured'}"
-            if rec.get("restored_step") is not None and not compact:
+            if rec.get("restored_step") is not None:
                 recovered += f" @ step {rec['restored_step']}"
-            if isinstance(rec.get("total_s"), (int, float)) and not compact:
+            if isinstance(rec.get("total_s"), (int, float)):
                 recovered += f" · {rec['total_s']:.1f} s"
         chart.faults.append(FaultBand(x(start), max(2.0, x(end) - x(start)), label, title,
                                       FAULT_COLOURS[i % len(FAULT_COLOURS)], open_end,
-                                      end_x=x(end), recovery_label=recovered if not compact or never else "",
-                                      failed=never,
-                                      anchor_end=x(start) > right_x - 8 * len(label) - 20))
+                                      end_x=x(end), recovery_label=recovered, failed=never,
+                                      anchor_end=x(start) > chart.right_x - 8 * len(label) - 20))
 
-    # Recovery phases as a strip along the bottom of the step plot, coloured like the breakdown bars.
+
+def _add_phases(chart: Chart, recoveries: dict, x) -> None:
+    """Recovery phases as a strip along the bottom of the step plot, coloured like the breakdown bars."""
     for rec in recoveries.values():
         marks = [rec.get(k) for k in ("injected_at", "detected_at", "rendezvous_done_at", "restored_at",
                                        "first_step_at")]
@@ -223,42 +231,41 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
                 chart.phases.append(PhaseSpan(x(a), max(1.0, x(b) - x(a)), name,
                                               f"{rec.get('fault_id')} {label}: {b - a:.2f} s"))
 
-    ws_points = timeline["world_size"]
-    if ws_points:
-        ws_max = max(p[1] for p in ws_points) or 1
-        cluster = result.get("cluster") or {}
-        if isinstance(cluster.get("max_nodes"), int) and isinstance(cluster.get("procs_per_node"), int):
-            ws_max = max(ws_max, cluster["max_nodes"] * cluster["procs_per_node"])
 
-        def wy(ws: float) -> float:
-            return round(ws_bottom - ws / ws_max * (ws_bottom - ws_top - 6), 2)
+def _add_world_size(chart: Chart, points: list[tuple], cluster: dict, x) -> None:
+    if not points:
+        return
+    ws_max = max(p[1] for p in points) or 1
+    if isinstance(cluster.get("max_nodes"), int) and isinstance(cluster.get("procs_per_node"), int):
+        ws_max = max(ws_max, cluster["max_nodes"] * cluster["procs_per_node"])
 
-        path, prev = [], None
-        for ts, ws in sorted(ws_points):
-            if prev is None:
-                path.append(f"M{x(ts)},{wy(ws)}")
-            else:
-                path.append(f"H{x(ts)} V{wy(ws)}")
-            if ws != prev:
-                chart.ws_labels.append(Mark(x(ts), wy(ws), str(ws)))
-            prev = ws
-        path.append(f"H{right_x}")
-        chart.ws_path = " ".join(path)
-        chart.ws_ticks = [Tick(wy(0), "0"), Tick(wy(ws_max), str(ws_max))]
+    def wy(ws: float) -> float:
+        return round(chart.ws_bottom - ws / ws_max * (chart.ws_bottom - chart.ws_top - 6), 2)
 
+    path, prev = [], None
+    for ts, ws in sorted(points):
+        path.append(f"M{x(ts)},{wy(ws)}" if prev is None else f"H{x(ts)} V{wy(ws)}")
+        if ws != prev:
+            chart.ws_labels.append(Mark(x(ts), wy(ws), str(ws)))
+        prev = ws
+    path.append(f"H{chart.right_x}")
+    chart.ws_path = " ".join(path)
+    chart.ws_ticks = [Tick(wy(0), "0"), Tick(wy(ws_max), str(ws_max))]
+
+
+def _add_lanes(chart: Chart, timeline: dict[str, Any], x, t0: float) -> None:
+    """Marks for checkpoint saves per tier, restarts and rendezvous rounds."""
+    lane_y = dict(chart.lanes)
     # A save is the same checkpoint on every rank: one mark per (tier, step, outcome).
     saves: dict[tuple, dict] = {}
     for c in sorted(timeline["checkpoints"], key=lambda c: c["ts"]):
         key = (c.get("tier"), c.get("step"), bool(c.get("ok", True)))
-        entry = saves.setdefault(key, {"ts": c["ts"], "nodes": []})
-        entry["nodes"].append(str(c.get("node")))
-    lane_y = dict(lanes)
+        saves.setdefault(key, {"ts": c["ts"], "nodes": set()})["nodes"].add(str(c.get("node")))
     for (tier, step, ok), entry in saves.items():
-        if tier not in TIERS:
-            continue
-        what = "saved" if ok else "FAILED"
-        title = f"{tier} step {step} {what} t+{entry['ts'] - t0:.1f}s on {', '.join(sorted(set(entry['nodes'])))}"
-        chart.saves.setdefault(tier, []).append(Mark(x(entry["ts"]), lane_y[f"{tier} save"], title, ok))
+        if tier in TIERS:
+            title = (f"{tier} step {step} {'saved' if ok else 'FAILED'} t+{entry['ts'] - t0:.1f}s "
+                     f"on {', '.join(sorted(entry['nodes']))}")
+            chart.saves.setdefault(tier, []).append(Mark(x(entry["ts"]), lane_y[f"{tier} save"], title, ok))
     for r in timeline["restarts"]:
         chart.restarts.append(Mark(x(r["ts"]), lane_y["restart"],
                                    f"{r.get('node')} restart {r.get('restart_count')} t+{r['ts'] - t0:.1f}s"))
@@ -266,4 +273,3 @@ def build_chart(result: dict[str, Any], timeline: dict[str, Any]) -> Chart:
     for r in timeline["rendezvous"]:
         chart.rendezvous.append(Mark(x(r["ts"]), lane_y["rendezvous"],
                                      f"{r.get('node')} rendezvous t+{r['ts'] - t0:.1f}s"))
-    return chart
