@@ -94,8 +94,11 @@ def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | No
     c = s.cluster
     cfg = s.trainer.config
     if cfg and s.trainer.command is None:
+        # inside the repository: pass it repo-relative, so a container (repo at its own path) finds it too
         resolved = resolve_trainer_config(cfg, scenario_path)
-        cfg = str(resolved) if resolved else cfg
+        repo = Path(__file__).resolve().parents[1]
+        if resolved is not None:
+            cfg = str(resolved.relative_to(repo)) if resolved.is_relative_to(repo) else str(resolved)
     return ClusterSpec(run_id=run_id, run_dir=run_dir, nodes=c.nodes, procs_per_node=c.procs_per_node,
                        min_nodes=c.elastic.min_nodes, max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous,
                        max_restarts=c.elastic.max_restarts, trainer_config=cfg or "",
@@ -235,6 +238,8 @@ class Runner:
                 phases = ", ".join(f"{n}: {p}" for n, p in sorted(self.progress.trainer_phases.items()))
                 stop = (f"stuck: no new step for {run.stuck_after_s:g} s (highest step {self.progress.step}; "
                         f"last trainer phases: {phases or 'none reported'})")
+                if self.progress.last_fatal:
+                    stop += f"; last fatal error: {self.progress.last_fatal}"
             elif self.opts.cancel.is_set():
                 raise ClusterError("cancelled (Ctrl-C or SIGTERM)")
             elif now >= next_status:

@@ -18,6 +18,7 @@ class Progress:
     last_progress_at: float = field(default_factory=time.time)
     finished_nodes: set[str] = field(default_factory=set)          # nodes whose ranks emitted run_complete
     message: str = ""
+    last_fatal: str = ""                                           # node: error of the newest fatal event
 
     def update(self, ev: dict) -> None:
         self.events_seen += 1
@@ -32,5 +33,7 @@ class Progress:
         elif name == "phase":
             # phases alone are not progress: a crash-looping trainer restarts forever without a step
             self.trainer_phases[node] = f"{ev.get('phase')} (restart {ev.get('restart_count', '?')})"
+        elif name == "fatal":
+            self.last_fatal = f"{node}: {ev.get('error_type', '')} {str(ev.get('error', ''))[:200]}".strip()
         elif name == "run_complete":
             self.finished_nodes.add(node)
