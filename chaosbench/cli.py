@@ -25,8 +25,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Fault-injection harness for elastic distributed PyTorch training.")
 images_app = typer.Typer(help="Cluster images (built locally, no registry needed).", no_args_is_help=True)
 app.add_typer(images_app, name="images")
-console = Console(stderr=True)
-out = Console()
+console = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=False)
 
 EXIT_BAD_INPUT = 2
 
@@ -192,7 +192,7 @@ def _raise_interrupt(*_):
 def report(run_dir: Path = typer.Argument(..., help="a reports/<run-id> directory")):
     """Re-render the HTML report (and JUnit XML) of a finished run from its result.json."""
     if not (run_dir / "result.json").is_file():
-        console.print(f"[red]error[/red] {run_dir}: no result.json here (give a reports/<run-id> directory)")
+        console.print(f"[red]error[/red] {run_dir}: no result.json here (give a reports/<run-id> directory)", soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT)
     try:
         from chaosbench.report import render_run
