@@ -1,6 +1,9 @@
 """Checkpoint costs, each measured against a baseline in the same run.
 
-    python bench/checkpoint_bench.py [--params-mb 50] [--nvme-dir DIR] [--steps 40]
+    python bench/checkpoint_bench.py [--config trainer/configs/medium_50mb.yaml] [--nvme-dir DIR]
+
+Uses the reference trainer's model and optimizer built from the config, and the config's
+checkpoint intervals.
 
 Prints:
   * stall per save (the in-loop CPU copy) vs a plain memory copy of the same bytes   (target ≤ 1.5×)
@@ -28,25 +31,9 @@ from trainer.checkpoint import CheckpointManager  # noqa: E402
 from trainer.checkpoint import fmt  # noqa: E402
 from trainer.checkpoint.config import CheckpointConfig  # noqa: E402
 from trainer.checkpoint.local_store import LocalStore  # noqa: E402
-from trainer.checkpoint.snapshot import Snapshot, tensor_bytes  # noqa: E402
-
-
-class TinyLM(torch.nn.Module):
-    """Decoder-shaped stand-in: embedding, MLP blocks, tied output; size set by params_mb."""
-
-    def __init__(self, params_mb: float, d: int = 512, vocab: int = 8192):
-        super().__init__()
-        n_blocks = max(1, round((params_mb * 2**20 / 4 - vocab * d) / (8 * d * d)))
-        self.emb = torch.nn.Embedding(vocab, d)
-        self.blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d),
-                                                              torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-                                          for _ in range(n_blocks))
-
-    def forward(self, tokens):
-        h = self.emb(tokens)
-        for b in self.blocks:
-            h = h + b(h)
-        return h @ self.emb.weight.T
+from trainer.checkpoint.snapshot import BufferPool, Snapshot, tensor_bytes  # noqa: E402
+from trainer.config import load_config  # noqa: E402
+from trainer.model import build_model  # noqa: E402
 
 
 def median_time(fn, repeat):
@@ -58,11 +45,11 @@ def median_time(fn, repeat):
     return statistics.median(times)
 
 
-def train_loop(model, opt, steps, mgr=None, state_fn=None):
+def train_loop(model, opt, steps, mgr=None, state_fn=None, batch=(2, 65), vocab=256):
     times = []
     for step in range(1, steps + 1):
         t0 = time.perf_counter()
-        tokens = torch.randint(0, 8192, (4, 64))
+        tokens = torch.randint(0, vocab, batch)
         logits = model(tokens[:, :-1])
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
         opt.zero_grad()
@@ -107,8 +94,8 @@ def _peer_worker(rank, world, init, mem_dirs, nvme_dirs, out):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--params-mb", type=float, default=50)
-    ap.add_argument("--steps", type=int, default=40, help="training steps per loop measurement")
+    ap.add_argument("--config", default="trainer/configs/medium_50mb.yaml")
+    ap.add_argument("--steps", type=int, default=30, help="training steps per loop measurement")
     ap.add_argument("--nvme-dir", default=".chaosbench/bench-nvme", help="directory the NVMe tier writes to")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-s3", action="store_true")
@@ -116,22 +103,31 @@ def main() -> int:
     import logging
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
 
+    cfg, _ = load_config(args.config)
+    t = cfg["training"]
     torch.manual_seed(0)
-    model = TinyLM(args.params_mb)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
-    train_loop(model, opt, 2)  # materialise Adam state
+    model = build_model(t["model"])
+    opt = torch.optim.AdamW(model.parameters(), lr=t["lr"])
+    shape = dict(batch=(t["per_worker_batch_size"], t["seq_len"] + 1), vocab=t["model"]["vocab_size"])
+    train_loop(model, opt, 2, **shape)  # materialise the optimizer state
     state_fn = lambda: {"step": 0, "model": model.state_dict(), "optimizer": opt.state_dict()}  # noqa: E731
     nbytes = tensor_bytes(state_fn())
-    defaults = CheckpointConfig()
+    defaults = CheckpointConfig.from_dict(cfg["checkpoint"])
+    print(f"config: {args.config}")
     print(f"state: {sum(p.numel() for p in model.parameters()) * 4 / 2**20:.1f} MB parameters, "
           f"{nbytes / 2**20:.1f} MB with optimizer state; torch threads={torch.get_num_threads()}")
 
-    # 1. stall per save vs a plain copy of the same bytes (alternated so load changes hit both)
+    # 1. stall per save vs a plain copy of the same bytes (alternated so load changes hit both).
+    # Steady state as in the manager: the copies go into pooled buffers from the previous snapshot.
     flat = torch.empty(nbytes, dtype=torch.uint8)
     flat.fill_(1)
+    pool = BufferPool(4 * nbytes)
+    cold = median_time(lambda: Snapshot.take(0, state_fn, pool).encoded(), 1)  # fills the pool
     stalls, copies = [], []
     for _ in range(args.repeat):
-        stalls.append(median_time(lambda: Snapshot.take(0, state_fn), 1))
+        snap = Snapshot.take(0, state_fn, pool)
+        stalls.append(snap.stall_s)
+        snap.encoded()  # background work in the manager; hands the buffers back
         copies.append(median_time(lambda: flat.clone(), 1))
     stall, copy = statistics.median(stalls), statistics.median(copies)
     print(f"stall per save        : {stall * 1e3:8.1f} ms   plain copy {copy * 1e3:8.1f} ms   "
@@ -143,18 +139,25 @@ def main() -> int:
     nvme_dir = os.path.abspath(args.nvme_dir)
     os.makedirs(nvme_dir, exist_ok=True)
     try:
-        off1 = train_loop(model, opt, args.steps)
+        off1 = train_loop(model, opt, args.steps, **shape)
+        saved = []
         mgr = CheckpointManager({"memory_dir": shm, "nvme_dir": os.path.join(nvme_dir, "loop"),
                                  "memory_snapshot_interval": defaults.memory_snapshot_interval,
-                                 "checkpoint_interval": defaults.checkpoint_interval}, node="bench", run_id="bench")
-        on = train_loop(model, opt, args.steps, mgr, state_fn)
+                                 "checkpoint_interval": defaults.checkpoint_interval}, node="bench", run_id="bench",
+                                emit=lambda ev, f: saved.append(f) if ev == "checkpoint_saved" else None)
+        on = train_loop(model, opt, args.steps, mgr, state_fn, **shape)
         mgr.close(300)
-        off2 = train_loop(model, opt, args.steps)
+        off2 = train_loop(model, opt, args.steps, **shape)
         step_off = statistics.mean(off1 + off2)
         step_on = statistics.mean(on)
         interval = defaults.memory_snapshot_interval
         print(f"step time             : {step_off * 1e3:8.1f} ms   stall/(interval {interval} x step) "
               f"{100 * stall / (interval * step_off):5.2f} %  (target <= 5%)")
+        loop_stalls = [f["stall_s"] for f in saved if f["tier"] == "memory"]
+        if loop_stalls:
+            ls = statistics.median(loop_stalls)
+            print(f"stall in the loop     : {ls * 1e3:8.1f} ms   median of {len(loop_stalls)} saves, "
+                  f"{ls / copy:5.2f}x plain copy, {100 * ls / (interval * step_off):5.2f} % of {interval} steps")
         print(f"loop with saving on   : {step_on * 1e3:8.1f} ms/step vs {step_off * 1e3:.1f} off "
               f"({100 * (step_on / step_off - 1):+.1f} %, memory every {interval}, nvme every "
               f"{defaults.checkpoint_interval} steps, writes share the same CPU cores)")

@@ -22,7 +22,7 @@ from . import agreement, fmt
 from .config import TIERS, CheckpointConfig, CheckpointLoadConfig
 from .errors import CheckpointCorrupt, CheckpointError, CheckpointLoadError, CheckpointSaveError
 from .local_store import LocalStore
-from .snapshot import Snapshot
+from .snapshot import BufferPool, Snapshot
 from .writer import TierWriter
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ class CheckpointManager:
             from .s3_store import S3Store
             self.stores["s3"] = S3Store(self.cfg.s3, self.run_id)
 
+        self._pool = BufferPool(int(self.cfg.max_memory_mb * 2**20))
         self.writers: dict[str, TierWriter] = {}
         for tier in TIERS:
             if tier in self.stores and self.cfg.interval(tier) > 0 and self._writes(tier):
@@ -72,7 +73,7 @@ class CheckpointManager:
         due = [t for t, w in self.writers.items() if step % self.cfg.interval(t) == 0]
         if not due:
             return
-        snap = Snapshot.take(step, state_fn)
+        snap = Snapshot.take(step, state_fn, self._pool)
         for tier in due:
             self.writers[tier].submit(snap)
 
