@@ -98,7 +98,7 @@ def _problems(exc: ValidationError, lines: dict, source: str, prefix: tuple = ()
 
 # -- entry points -------------------------------------------------------------------------------
 def parse_scenario(data: Any, source: str = "<scenario>", lines: dict[tuple, int] | None = None) -> Scenario:
-    from chaosbench.faults.registry import validate_params
+    from chaosbench.faults.registry import get_fault, validate_params
     lines = lines or {}
     if not isinstance(data, dict):
         raise ScenarioError(source, [f"{source}: the top level must be a mapping with at least 'name'"])
@@ -112,6 +112,10 @@ def parse_scenario(data: Any, source: str = "<scenario>", lines: dict[tuple, int
             fault.params = validate_params(fault.kind, fault.params).model_dump()
         except ValidationError as e:
             problems += _problems(e, lines, source, ("faults", i, fault.kind))
+        if fault.duration_s is not None and not get_fault(fault.kind).healable:
+            loc = ("faults", i, "duration_s")
+            problems.append(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {fault.kind} is a one-shot fault "
+                            f"with nothing to heal; remove duration_s")
         for key in ("node", "nodes", "peers"):
             names = fault.params.get(key)
             names = [names] if isinstance(names, str) else (names or [])

@@ -135,3 +135,9 @@ def test_unknown_optional_check(tmp_path):
 def test_bad_log_regex(tmp_path):
     (p,) = problems(tmp_path, GOOD.replace("reaches_step: 120}", "reaches_step: 120, log_regex: [{pattern: '(['}]}"))
     assert "expect.log_regex[0].pattern" in p and "not a valid regular expression" in p
+
+
+def test_duration_on_one_shot_fault(tmp_path):
+    (p,) = problems(tmp_path, GOOD.replace("    kill_node: {node: node-2}\n",
+                                            "    kill_worker: {node: node-2}\n    duration_s: 5\n"))
+    assert ":7:" in p and "faults[0].duration_s" in p and "kill_worker is a one-shot fault" in p
