@@ -15,10 +15,11 @@ from rdzv_nodes import Node, events, steps_at_world, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
-# "c10d" runs with torch's own opt-out of the shared agent store, without which a joining node
-# hangs (see chaosbench/rendezvous/handler.py and test_stock_c10d_replacement_hangs).
-BACKENDS = ["etcd-v3", "c10d"]
-C10D_ENV = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+# torch's own dynamic backends (c10d, etcd-v2) run with torch's opt-out of the shared agent store,
+# without which a joining node hangs (see chaosbench/rendezvous/handler.py and
+# test_stock_c10d_replacement_hangs). "etcd" is torch's legacy etcd v2 rendezvous.
+BACKENDS = ["etcd-v3", "c10d", "etcd-v2", "etcd"]
+NO_SHARED_STORE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 WAIT = 120  # seconds any one phase may take on a loaded 2-core machine
 
 
@@ -28,8 +29,8 @@ def cluster(request, tmp_path):
     backend, env = request.param, {}
     if backend == "c10d-stock":
         backend = "c10d"
-    elif backend == "c10d":
-        env = C10D_ENV
+    elif backend in ("c10d", "etcd-v2"):
+        env = NO_SHARED_STORE
     etcd = EtcdServer(tmp_path / "etcd").start() if backend.startswith("etcd") else None
     endpoint = etcd.endpoint if etcd else f"127.0.0.1:{free_port()}"
     nodes: list[Node] = []
