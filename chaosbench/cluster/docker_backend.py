@@ -11,6 +11,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -32,14 +33,15 @@ import os, sys
 path, pct = sys.argv[1], float(sys.argv[2])
 st = os.statvfs(path); total = st.f_blocks * st.f_frsize
 need = int(total * pct / 100) - (total - st.f_bavail * st.f_frsize)
-with open(os.path.join(path, '.chaosbench-fill'), 'ab') as f:
-    chunk = b'\\0' * (1 << 20)
-    try:
+chunk = b'\\0' * (1 << 20)
+try:   # unbuffered, so ENOSPC surfaces here and not in close(): a full disk is the point
+    with open(os.path.join(path, '.chaosbench-fill'), 'ab', buffering=0) as f:
         while need > 0:
-            n = f.write(chunk[:min(len(chunk), need)]); f.flush(); need -= n
+            need -= f.write(chunk[:min(len(chunk), need)])
         os.fsync(f.fileno())
-    except OSError:
-        pass   # ENOSPC: full, which is the point
+except OSError as exc:
+    if exc.errno != 28:
+        raise
 """
 
 
@@ -187,8 +189,9 @@ class DockerCluster(Cluster):
                 continue
             exits[name] = {"status": st.get("Status"), "exit_code": st.get("ExitCode"),
                            "oom_killed": st.get("OOMKilled")}
-            r = docker("logs", "--timestamps", self.plan.container(name), check=False, timeout=60)
-            (logs / f"{name}.log").write_text(r)
+            with open(logs / f"{name}.log", "wb") as out:   # the container's stdout and stderr
+                subprocess.run(["docker", "logs", "--timestamps", self.plan.container(name)],
+                               stdout=out, stderr=subprocess.STDOUT, timeout=120)
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
 
     def down(self) -> None:

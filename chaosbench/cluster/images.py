@@ -17,10 +17,12 @@ The lock is the host venv's `pip freeze`, so containers run exactly the versions
 from __future__ import annotations
 
 import argparse
+import fcntl
 import functools
 import hashlib
 import http.server
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +41,10 @@ BASE_PACKAGES = ["python3", "python3-venv", "ca-certificates", "iptables", "ipro
                  "etcd-server"]
 SOURCE_MOUNT = "/opt/chaosbench"   # where containers see the project (read-only bind mount of REPO)
 LABEL = "io.chaosbench.image=1"
+HEAVY = re.compile(r"^(torch|triton|nvidia-|cuda-)", re.I)   # the ~3 GB that rarely changes
+# A fixed wheel-server port keeps the RUN lines (and so docker's build cache) identical across
+# builds; builds are serialised by a lock file, so only a foreign listener can make it busy.
+WHEELS_PORT = int(os.environ.get("CHAOSBENCH_WHEELS_PORT", "38474"))
 
 
 def _log(msg: str) -> None:
@@ -126,7 +132,10 @@ class _WheelServer:
     def __init__(self, directory: Path):
         handler = functools.partial(_QuietHandler, directory=str(directory))
         self.host = _bridge_gateway()
-        self.httpd = http.server.ThreadingHTTPServer((self.host, 0), handler)
+        try:
+            self.httpd = http.server.ThreadingHTTPServer((self.host, WHEELS_PORT), handler)
+        except OSError:   # busy: any port works, at the price of a build-cache miss
+            self.httpd = http.server.ThreadingHTTPServer((self.host, 0), handler)
         self.url = f"http://{self.host}:{self.httpd.server_address[1]}/"
 
     def __enter__(self):
@@ -160,6 +169,8 @@ def build_deps(base: str) -> str:
     with tempfile.TemporaryDirectory(prefix="cb-deps-ctx-") as ctx:
         ctx = Path(ctx)
         (ctx / "requirements.lock").write_text(lock)
+        (ctx / "requirements-heavy.lock").write_text(
+            "".join(ln + "\n" for ln in lock.splitlines() if HEAVY.match(ln)))
         (ctx / "Dockerfile").write_bytes(dockerfile)
         t0 = time.monotonic()
         _fill_wheelhouse(ctx / "requirements.lock", CACHE / "wheels")
@@ -199,10 +210,13 @@ def build(base: str | None = None) -> str:
     if shutil.which("docker") is None:
         raise ClusterError("docker is not installed")
     t0 = time.monotonic()
-    base_tag = base or build_base()
-    deps = build_deps(base_tag)
-    node = build_node(deps)
-    _write_current(node)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # one build at a time per host; a waiter then finds the tags
+        base_tag = base or build_base()
+        deps = build_deps(base_tag)
+        node = build_node(deps)
+        _write_current(node)
     _log(f"node image {node} ready in {time.monotonic() - t0:.1f}s")
     return node
 

@@ -34,7 +34,8 @@ def test_docker_train_kill_recover_teardown(tmp_path, image):
         # the NVMe mount is size-limited and really fills
         cluster.start_training()
         cluster.fill_nvme("node-1")
-        r = subprocess.run(["docker", "exec", f"{project}-node-1", "sh", "-c", "echo x > /nvme/more"],
+        r = subprocess.run(["docker", "exec", f"{project}-node-1", "dd", "if=/dev/zero", "of=/nvme/more",
+                            "bs=1M", "count=1"],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and "No space left" in r.stderr
         cluster.free_nvme("node-1")
