@@ -189,7 +189,11 @@ def main(argv=None) -> int:
     try:
         for i in range(args.reps):
             for case in cases:
-                rep = run_rep(case, i, root, args)
+                try:
+                    rep = run_rep(case, i, root, args)
+                except Exception as exc:   # one broken rep must not lose the others' figures
+                    rep = Rep(case=case.label, rdzv=case.rdzv, stock=case.kind == "stock",
+                              note=f"rep failed: {type(exc).__name__}: {str(exc)[:200]}")
                 reps[case].append(rep)
                 print(f"rep {i} {case.label:<26} {case.rdzv:<8} total={rep.total_s} det={rep.detection_s} "
                       f"rdzv={rep.rendezvous_s} restore={rep.restore_s} first={rep.first_step_s} "

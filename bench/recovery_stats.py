@@ -54,20 +54,20 @@ def measure(run_dir: Path, case: str, rdzv: str = "", stock: bool = False, load:
     for k in PHASES:
         setattr(rep, k, getattr(r, k))
     rep.lost_steps, rep.tier = r.lost_steps, r.tier
-    rep.lost_s = _lost_seconds(h, r.step_before_fault, r.restored_step, h.faults[0].injected_at)
+    rep.lost_s = _lost_seconds(h, r.step_before_fault, r.restored_step)
     return rep
 
 
-def _lost_seconds(h: History, step_before: int | None, restored: int | None, t0: float) -> float | None:
+def _lost_seconds(h: History, step_before: int | None, restored: int | None) -> float | None:
     """Training time redone: from the first completion of the restored step to the last step before the fault."""
     if step_before is None or restored is None:
         return None
     if restored >= step_before:
         return 0.0
-    done = {}
+    done: dict[int, float] = {}   # step -> its first completion (a redone step completes again later)
     for e in h.of("step"):
-        if e["ts"] < t0 and "step" in e:
-            done.setdefault(int(e["step"]), e["ts"])
+        if "step" in e:
+            done[int(e["step"])] = min(e["ts"], done.get(int(e["step"]), e["ts"]))
     if restored not in done or step_before not in done:
         return None
     return round(done[step_before] - done[restored], 3)

@@ -41,14 +41,15 @@ def _recovering_run(d: Path) -> Path:
            _ev(103.0, "checkpoint_loaded", pid=2, ws=1, tier="memory", step=5, source="local",
                duration_s=0.1, checksum_ok=True, bytes=10),
            _ev(103.5, "step", pid=2, ws=1, step=6)]
-    return _write_run(d, old + [_ev(100.5, "fatal", error="Connection closed by peer")] + new)
+    late = [_ev(100.2, "step", step=9)]   # completed between the fault record and the kill landing
+    return _write_run(d, old + late + [_ev(100.5, "fatal", error="Connection closed by peer")] + new)
 
 
 def test_measure_breakdown_and_lost_work(stats, tmp_path):
     rep = stats.measure(_recovering_run(tmp_path), "tuned trainer, kill", rdzv="c10d", load=3.0)
     assert (rep.detection_s, rep.rendezvous_s, rep.restore_s, rep.first_step_s, rep.total_s) == \
         (0.5, 0.5, 2.0, 0.5, 3.5)
-    assert rep.lost_steps == 3 and rep.lost_s == 3.0 and rep.tier == "memory"   # steps 6..8 redone
+    assert rep.lost_steps == 4 and rep.lost_s == 5.2 and rep.tier == "memory"   # steps 6..9 redone
 
 
 def test_measure_not_recovered_keeps_detection(stats, tmp_path):
