@@ -93,3 +93,18 @@ def test_timed_fault_is_healed_and_logged(tmp_path):
     assert actions == ["inject", "heal"]
     f = out.result.faults[0]
     assert f.healed_at - f.injected_at == pytest.approx(0.2, abs=0.15)
+
+
+def test_recorded_scenario_reloads_identically(tmp_path):
+    from chaosbench.runner import scenario_as_yaml
+    from chaosbench.scenario import load_scenario
+    data = {**BASE, "faults": BASE["faults"] + [
+        {"at": {"event": "checkpoint_saved", "where": {"tier": "nvme"}}, "pause_node": {"node": "random"},
+         "duration_s": 2, "repeat": {"times": 2, "every_s": 5}}]}
+    s = parse_scenario(data, "x.yaml")
+    p = tmp_path / "scenario.yaml"
+    p.write_text(scenario_as_yaml(s, "local", 42))
+    again = load_scenario(p)
+    assert again.seed == 42 and again.cluster.backend == "local"
+    assert again.model_dump(exclude={"seed", "cluster"}) == s.model_dump(exclude={"seed", "cluster"})
+    assert again.cluster.model_dump(exclude={"backend"}) == s.cluster.model_dump(exclude={"backend"})
