@@ -46,7 +46,8 @@ DEFAULTS: dict[str, Any] = {
     "elastic": {
         "min_nodes": 1,
         "max_nodes": 1,
-        "health_check_interval_steps": 1,
+        "health_check_interval_steps": 1,   # how often the training thread checks the heartbeat
+        "health_check_interval_s": 1.0,     # heartbeat period (a collective on its own gloo group)
         "health_check_timeout_s": 5.0,
         "pg_timeout_s": 30.0,
     },
@@ -96,7 +97,7 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
     "scaling": {"strategy": ("choice", STRATEGIES), "target_global_batch_size": ("opt_int", 1)},
     "elastic": {
         "min_nodes": _POS_INT, "max_nodes": _POS_INT, "health_check_interval_steps": _POS_INT,
-        "health_check_timeout_s": _POS_FLOAT, "pg_timeout_s": _POS_FLOAT,
+        "health_check_interval_s": _POS_FLOAT, "health_check_timeout_s": _POS_FLOAT, "pg_timeout_s": _POS_FLOAT,
     },
     "checkpoint": {
         "memory_snapshot_interval": _NONNEG_INT, "max_snapshots": _POS_INT, "max_memory_mb": _POS_FLOAT,

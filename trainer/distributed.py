@@ -2,16 +2,18 @@
 
 Gloo's default collective timeout is 30 minutes, so a silent peer would stall training for that
 long. The process group gets an explicit `elastic.pg_timeout_s`, and a background thread runs a
-tiny all-reduce on a separate gloo group with the short `elastic.health_check_timeout_s` after
-every N steps. Because it runs off the training thread it detects a peer that went silent even
-while the training thread is blocked inside a gradient all-reduce.
+tiny all-reduce (a heartbeat) on a separate gloo group every `elastic.health_check_interval_s`
+seconds with the short `elastic.health_check_timeout_s`. Because it runs off the training thread
+it detects a peer that went silent even while the training thread is blocked inside a gradient
+all-reduce; the training thread checks every `health_check_interval_steps` steps that the
+heartbeat is still fresh.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-import queue
 import threading
+import time
 from datetime import timedelta
 from typing import Callable
 
@@ -66,40 +68,56 @@ def init_process_group(env: DistEnv, pg_timeout_s: float) -> tuple[str, torch.de
 
 
 class HealthChecker:
-    """Runs `all_reduce(ones)` on a dedicated gloo group after each submitted step.
+    """A heartbeat: `all_reduce([1, stop])` on a dedicated gloo group every `interval_s` seconds.
 
-    `on_failure(error)` is called from the checker thread on the first failure or timeout; the
-    trainer uses it to emit `health_check_failed` and exit so torchrun restarts the group."""
+    It is driven by time, not by steps, so it keeps running (and detects a silent peer within
+    `timeout_s`) while the training thread is blocked in a collective. Ranks stop together: each
+    sets its stop flag when done, and the thread exits only at the heartbeat where every rank has
+    set it, so no rank is left waiting for a partner. `on_failure(error)` is called from the
+    heartbeat thread on the first failure or timeout."""
 
-    def __init__(self, timeout_s: float, on_failure: Callable[[HealthCheckError], None]):
-        self.timeout_s = timeout_s
+    def __init__(self, timeout_s: float, interval_s: float, on_failure: Callable[[HealthCheckError], None]):
+        self.timeout_s, self.interval_s = timeout_s, interval_s
         self.on_failure = on_failure
         self.world_size = dist.get_world_size()
         self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
-        self._queue: queue.Queue = queue.Queue()
+        self.beats = 0
+        self.last_ok = time.monotonic()
+        self.error: HealthCheckError | None = None
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="health-check", daemon=True)
         self._thread.start()
 
-    def submit(self, step: int) -> None:
-        self._queue.put(step)
-
     def _run(self) -> None:
         while True:
-            step = self._queue.get()
-            if step is None:
-                return
             try:
-                t = torch.ones(1)
+                t = torch.tensor([1.0, 1.0 if self._stop.is_set() else 0.0])
                 dist.all_reduce(t, group=self.group)
-                if int(t.item()) != self.world_size:
-                    raise HealthCheckError(f"health check at step {step}: {int(t.item())} of {self.world_size} ranks answered")
+                answered, stopping = int(t[0].item()), int(t[1].item())
+                if answered != self.world_size:
+                    raise HealthCheckError(f"heartbeat {self.beats}: {answered} of {self.world_size} ranks answered")
             except Exception as exc:  # a timeout or a closed connection both mean: a peer is gone
-                err = exc if isinstance(exc, HealthCheckError) else HealthCheckError(
-                    f"health check at step {step} failed within {self.timeout_s}s: {exc}")
-                self.on_failure(err)
+                self.error = exc if isinstance(exc, HealthCheckError) else HealthCheckError(
+                    f"heartbeat {self.beats}: no answer from every rank within {self.timeout_s}s: {exc}")
+                self.on_failure(self.error)
                 return
+            self.beats += 1
+            self.last_ok = time.monotonic()
+            if stopping == self.world_size:
+                return
+            self._stop.wait(self.interval_s)
 
-    def close(self, timeout_s: float | None = None) -> None:
-        """Let pending checks finish (peers run the same number), then stop the thread."""
-        self._queue.put(None)
-        self._thread.join(timeout_s if timeout_s is not None else self.timeout_s * 2)
+    def check(self) -> None:
+        """Called by the training thread every `health_check_interval_steps` steps: a local check
+        (no collective) that the heartbeat is alive and recent."""
+        if self.error is not None:
+            raise self.error
+        silent = time.monotonic() - self.last_ok
+        if silent > self.interval_s + 2 * self.timeout_s:
+            raise HealthCheckError(f"no successful heartbeat for {silent:.1f}s (timeout {self.timeout_s}s)")
+
+    def close(self) -> bool:
+        """Stop together with the other ranks; False if the peers did not all stop in time."""
+        self._stop.set()
+        self._thread.join(self.interval_s + 3 * self.timeout_s)
+        return not self._thread.is_alive()

@@ -118,7 +118,7 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
     events.emit("phase", {"phase": "process_group"})
     backend, device = init_process_group(env, el["pg_timeout_s"])
     worker.health_timeout_s = el["health_check_timeout_s"]
-    health = HealthChecker(el["health_check_timeout_s"], worker.on_health_failure)
+    health = HealthChecker(el["health_check_timeout_s"], el["health_check_interval_s"], worker.on_health_failure)
     log.info("joined: rank %d/%d (node %s, restart %d, backend %s)", env.rank, env.world_size,
              events.node, env.restart_count, backend)
 
@@ -173,13 +173,14 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
             log.info("step %d loss %.4f (%.3fs, %d samples seen)", step, loss, step_time, sampler.samples_seen)
         mgr.maybe_save(step, lambda: build_state(step, model, optimizer, scheduler, sampler, env.world_size))
         if step % el["health_check_interval_steps"] == 0:
-            health.submit(step)
+            health.check()
         if t["step_sleep_s"]:
             time.sleep(t["step_sleep_s"])
 
     events.emit("run_complete", {"step": step})
     events.emit("phase", {"phase": "shutdown"})
-    health.close()
+    if not health.close():
+        log.warning("heartbeat did not stop with the other ranks in time")
     mgr.close()
     dist.destroy_process_group()
     log.info("run complete at step %d", step)
