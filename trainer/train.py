@@ -29,7 +29,7 @@ from trainer.config import load_config, resolve_path
 from trainer.data.dataset import TokenIndex
 from trainer.data.sampler import StatefulSampler, rank_slice
 from trainer.distributed import HealthChecker, check_topology, init_process_group, read_env
-from trainer.errors import DataLoadingError
+from trainer.errors import DataLoadingError, HealthCheckError
 from trainer.events import EventWriter
 from trainer.model import build_model, param_bytes
 from trainer.scaling import micro_batches, plan_batches
@@ -173,7 +173,10 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
             log.info("step %d loss %.4f (%.3fs, %d samples seen)", step, loss, step_time, sampler.samples_seen)
         mgr.maybe_save(step, lambda: build_state(step, model, optimizer, scheduler, sampler, env.world_size))
         if step % el["health_check_interval_steps"] == 0:
-            health.check()
+            try:
+                health.check()
+            except HealthCheckError as exc:
+                worker.on_health_failure(exc)
         if t["step_sleep_s"]:
             time.sleep(t["step_sleep_s"])
 
