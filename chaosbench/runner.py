@@ -244,10 +244,13 @@ class Runner:
                 raise ClusterError("cancelled (Ctrl-C or SIGTERM)")
             elif now >= next_status:
                 next_status = now + 2.0
-                if target is None and sched.finished and self._all_exited(cluster):
-                    stop = "every node exited"
-                elif target is not None and self._all_exited(cluster) and sched.pending == 0:
-                    stop = f"every node exited before step {target} (highest step {self.progress.step})"
+                # every node gone and no fault about to bring them back (kill_all heals by restarting)
+                exited = self._exited(cluster)
+                if exited and not sched.unhealed():
+                    what = "every node exited" if target is None else \
+                        f"every node exited before step {target} (highest step {self.progress.step})"
+                    stop = f"{what}: {exited}" + (f"; last fatal error: {self.progress.last_fatal}"
+                                                  if self.progress.last_fatal else "")
             if stop is None:
                 time.sleep(self.opts.poll_s)
         for ev in tail.poll():
@@ -258,11 +261,15 @@ class Runner:
         for p in sched.unhealed():   # leave the cluster healthy enough to collect from
             self._act_heal(p, faults[p.fault_id], sched, t0, best_effort=True)
 
-    def _all_exited(self, cluster) -> bool:
+    def _exited(self, cluster) -> str:
+        """'node-0 exited:1, ...' when no node runs any more, else ''."""
         try:
-            return all(cluster.node_status(n).startswith(("exited", "absent")) for n in cluster.node_names())
+            status = {n: cluster.node_status(n) for n in cluster.node_names()}
         except ClusterError:
-            return False
+            return ""
+        if status and all(v.startswith(("exited", "absent")) for v in status.values()):
+            return ", ".join(f"{n} {v}" for n, v in sorted(status.items()))
+        return ""
 
     def _act(self, act, fault, sched, t0) -> None:
         p = act.planned

@@ -40,7 +40,7 @@ class ClusterCfg(Strict):
     nvme_size_mb: int = Field(256, ge=8)
     shm_size_mb: int = Field(512, ge=8)
     persistent_nvme: bool = True
-    rdzv_timeouts: dict[str, float] = Field(default_factory=dict)
+    rdzv_timeouts: dict[str, int | float] = Field(default_factory=dict)   # ints stay ints: torchrun rejects '120.0'
     env: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -108,3 +108,21 @@ def test_recorded_scenario_reloads_identically(tmp_path):
     assert again.seed == 42 and again.cluster.backend == "local"
     assert again.model_dump(exclude={"seed", "cluster"}) == s.model_dump(exclude={"seed", "cluster"})
     assert again.cluster.model_dump(exclude={"backend"}) == s.cluster.model_dump(exclude={"backend"})
+
+
+def test_every_node_exiting_stops_the_run_at_once(tmp_path):
+    class Crashing(FakeCluster):
+        def start_training(self):
+            self.calls.append("start_training")
+            for n in self.alive:
+                self.alive[n] = False
+
+    s = parse_scenario({**BASE, "run": {"timeout_s": 60, "stuck_after_s": 50}}, "fake.yaml")
+    made = []
+    out = Runner(s, None, RunOptions(report_dir=tmp_path, poll_s=0.02,
+                                     cluster_factory=lambda b, spec: made.append(Crashing(spec)) or made[0])).run()
+    assert out.exit_code == 1 and out.result.duration_s < 10
+    reach = next(c for c in out.result.checks if c.name == "recovered_from")
+    assert reach.status == "not_evaluated" and "no events" in reach.reason
+    stop = json.loads((out.run_dir / "harness.json").read_text())["stop_reason"]
+    assert stop.startswith("every node exited before step 60") and "node-0 exited:-9" in stop
