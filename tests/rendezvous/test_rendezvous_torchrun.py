@@ -99,12 +99,32 @@ def test_stale_state_of_earlier_run_does_not_break_new_run(cluster, tmp_path):
         from chaosbench.etcd import list_keys
         assert list_keys(endpoint, "old"), "the killed run should have left state behind"
 
-    if backend == "c10d":             # the store died with its host agent; reuse the port
-        pass
     new_a, new_b = _start_pair(make_node, run_id="new", work="new")
     wait_for(lambda: steps_at_world(tmp_path / "new" / "events", 2, {"a", "b"}), WAIT,
              "new run at world 2 despite stale state", [new_a, new_b])
     _stop_all(tmp_path / "new", [new_a, new_b])
+
+
+@pytest.mark.parametrize("cluster", ["etcd-v3", "etcd-v2"], indirect=True)
+def test_closed_run_id_blocks_reuse_until_cleaned(cluster, tmp_path):
+    """A run that finished leaves a *closed* rendezvous: the same id then refuses new nodes until
+    chaosbench.etcd deletes its state (what the stale_rendezvous scenario relies on)."""
+    _, endpoint, _, make_node = cluster
+    from chaosbench.etcd import delete_run, list_keys, stale_runs
+    a, b = _start_pair(make_node, run_id="reused", work="first")
+    wait_for(lambda: steps_at_world(tmp_path / "first" / "events", 2, {"a", "b"}), WAIT, "first run", [a, b])
+    _stop_all(tmp_path / "first", [a, b])
+    assert "reused" in [r.run_id for r in stale_runs(endpoint)]
+
+    late = make_node("late", run_id="reused", work="second")
+    rc = late.wait(WAIT)
+    assert rc != 0 and "closed" in late.log_tail(200).lower(), late.log_tail()
+
+    assert delete_run(endpoint, "reused") > 0 and list_keys(endpoint, "reused") == []
+    a, b = _start_pair(make_node, run_id="reused", work="third")
+    wait_for(lambda: steps_at_world(tmp_path / "third" / "events", 2, {"a", "b"}), WAIT,
+             "the same run id working again after clean-up", [a, b])
+    _stop_all(tmp_path / "third", [a, b])
 
 
 @pytest.mark.parametrize("cluster", ["etcd-v3"], indirect=True)
@@ -146,3 +166,16 @@ def test_stock_c10d_replacement_hangs(cluster, tmp_path):
     joined = time.time()
     c = make_node("c")
     wait_for(lambda: steps_at_world(ev, 2, {"a", "c"}, since=joined), 60, "a and c at world 2", [a, c])
+
+
+def test_etcd_v3_unreachable_fails_fast_and_says_why(tmp_path):
+    endpoint = f"127.0.0.1:{free_port()}"           # nothing listens there
+    node = Node("lonely", tmp_path, "etcd-v3", endpoint, "run", extra_conf="connect_timeout=2")
+    node.start()
+    try:
+        rc = node.wait(90)
+    finally:
+        node.kill()
+    log = node.log_tail(400)
+    assert rc != 0
+    assert f"etcd at {endpoint} unreachable" in log, log
