@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 from chaosbench.services.ports import free_port
 from chaosbench.services.s3 import S3FaultError, S3Server, get_s3_fault, s3_health, set_s3_fault
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
 def _client(url, attempts=1):
