@@ -12,6 +12,7 @@ import secrets
 import shutil
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -160,8 +161,9 @@ class Runner:
             backend = backend if self.opts.cluster_factory else pick_backend(backend)
             (self.run_dir / "scenario.yaml").write_text(scenario_as_yaml(self.s, backend, self.seed))
             self._run_cluster(backend)
-        except (ClusterError, OSError, RuntimeError, ValueError) as e:
+        except Exception as e:   # anything but Ctrl-C: we could not run the test (exit 3), say why
             error = f"{type(e).__name__}: {e}"
+            (self.run_dir / "logs" / "harness-traceback.txt").write_text(traceback.format_exc())
             self.say(f"harness error: {error}")
         except KeyboardInterrupt:
             error = "interrupted (Ctrl-C); the cluster was torn down"
@@ -303,17 +305,22 @@ class Runner:
             cluster.collect()
         except Exception as e:   # keep what we have; the checks will say what is missing
             self.say(f"collect failed: {e}")
-        src = Path(cluster.events_dir)
-        dst = self.run_dir / "events"
-        if src.is_dir() and src.resolve() != dst.resolve():
-            for f in src.glob("events-*.jsonl"):
-                shutil.copy2(f, dst / f.name)
+        try:
+            src = Path(cluster.events_dir)
+            dst = self.run_dir / "events"
+            if src.is_dir() and src.resolve() != dst.resolve():
+                for f in src.glob("events-*.jsonl"):
+                    shutil.copy2(f, dst / f.name)
+            nodes = cluster.node_names()
+        except Exception as e:   # a cluster that never came up has nothing to copy
+            self.say(f"events not collected: {type(e).__name__}: {e}")
+            return
         roots = {}
-        for node in cluster.node_names():
+        for node in nodes:
             for tier, getter in (("nvme", cluster.nvme_dir), ("memory", cluster.shm_dir)):
                 try:
                     roots[f"{node}/{tier}"] = (tier, Path(getter(node)))
-                except (ClusterError, NotImplementedError, OSError):
+                except Exception:
                     continue   # e.g. a stopped container's /dev/shm is gone; inventory what we can
         if roots:
             (self.run_dir / "checkpoints.json").write_text(json.dumps(take_inventory(roots), indent=1))
