@@ -17,6 +17,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from chaosbench.scenario import ScenarioError, find_scenarios, load_scenario
@@ -49,11 +50,11 @@ def validate(paths: List[str] = typer.Argument(..., help="scenario files or dire
     """Check scenario files without starting anything."""
     files, problems = _load_all(paths)
     for p in problems:
-        console.print(f"[red]error[/red] {p}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error[/red] {escape(p)}", highlight=False, soft_wrap=True)
     if problems:
         raise typer.Exit(EXIT_BAD_INPUT)
     for f in files:
-        out.print(f"[green]ok[/green] {f}", highlight=False)
+        out.print(f"[green]ok[/green] {escape(str(f))}", highlight=False)
 
 
 @app.command("list")
@@ -87,7 +88,7 @@ def _status_table(states: dict[str, dict]) -> Table:
             continue
         t.add_row(name, p.phase, str(p.step), str(p.world_size or "-"),
                   f"{p.faults_injected} done / {p.faults_pending} pending",
-                  f"{p.checks_pending} pending" if p.checks_pending else "evaluated", p.message[-60:])
+                  f"{p.checks_pending} pending" if p.checks_pending else "evaluated", escape(p.message[-60:]))
     return t
 
 
@@ -107,12 +108,12 @@ def _summary(outcomes) -> None:
         t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", f"{n_ok}/{len(r.checks)}",
                   str(o.run_dir / "report.html" if (o.run_dir / "report.html").exists() else o.run_dir))
         if r.error:
-            lines.append(f"[magenta]{r.scenario.name}: harness error[/magenta] {r.error}")
+            lines.append(f"[magenta]{r.scenario.name}: harness error[/magenta] {escape(r.error)}")
         for c in r.checks:
             if c.status != "passed":
                 tag = "FAILED" if c.status == "failed" else "NOT EVALUATED" + (" (optional)" if c.optional else "")
-                lines.append(f"[{'red' if c.blocking else 'yellow'}]{r.scenario.name}: {c.name} {tag}[/] "
-                             f"expected {c.expected}, observed {c.observed}: {c.reason}")
+                lines.append(f"[{'red' if c.blocking else 'yellow'}]{r.scenario.name}: {escape(c.name)} {tag}[/] "
+                             + escape(f"expected {c.expected}, observed {c.observed}: {c.reason}"))
     out.print(t)
     for line in lines:
         out.print(line, highlight=False, soft_wrap=True)
@@ -134,7 +135,7 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
         problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local")
     if problems:
         for p in problems:
-            console.print(f"[red]error[/red] {p}", highlight=False, soft_wrap=True)
+            console.print(f"[red]error[/red] {escape(p)}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT)
     cancel = threading.Event()
     states: dict[str, dict] = {str(f): {} for f in files}
@@ -147,15 +148,15 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
         opts = RunOptions(backend=backend, seed=seed, keep_cluster=keep_cluster, report_dir=report_dir,
                           command=cmd, cancel=cancel,
                           on_progress=lambda p: states[str(f)].__setitem__("progress", p),
-                          on_message=lambda m: console.print(f"[dim]{f.stem}[/dim] {m}", highlight=False))
+                          on_message=lambda m: console.print(f"[dim]{f.stem}[/dim] {escape(m)}", highlight=False))
         try:
             return run_scenario(f, opts)
         except ScenarioError as e:   # changed on disk since validation
             with lock:
-                console.print(str(e))
+                console.print(escape(str(e)))
             return RunOutcome(f.stem, None, None, EXIT_BAD_INPUT)
         except Exception as e:
-            console.print(f"[magenta]harness error[/magenta] {f}: {type(e).__name__}: {e}")
+            console.print(f"[magenta]harness error[/magenta] {f}: {escape(f'{type(e).__name__}: {e}')}")
             return RunOutcome(f.stem, None, None, 3)
 
     signal.signal(signal.SIGTERM, _raise_interrupt)   # CI cancelling a job: tear clusters down too

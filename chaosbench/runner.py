@@ -142,12 +142,18 @@ class Runner:
     def say(self, msg: str) -> None:
         self.progress.message = msg
         if self.opts.on_message:
-            self.opts.on_message(msg)
+            try:
+                self.opts.on_message(msg)
+            except Exception:   # a display problem must never break a run or skip its teardown
+                pass
         self._tick()
 
     def _tick(self) -> None:
         if self.opts.on_progress:
-            self.opts.on_progress(self.progress)
+            try:
+                self.opts.on_progress(self.progress)
+            except Exception:
+                pass
 
     # -- the run ------------------------------------------------------------------------------
     def run(self) -> RunOutcome:

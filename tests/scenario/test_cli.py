@@ -47,3 +47,16 @@ def test_list_shows_scenarios_and_faults(monkeypatch):
 def test_report_needs_a_run_dir(tmp_path):
     res = runner.invoke(app, ["report", str(tmp_path)])
     assert res.exit_code == 2 and "no result.json" in res.output
+
+
+def test_summary_prints_log_text_literally(capsys):
+    from chaosbench.cli import _summary
+    from chaosbench.result import CheckResult, ClusterShape, RunResult, ScenarioRef
+    from chaosbench.runner import RunOutcome
+    hostile = "[/__w/pytorch/gloo/pair.cc:152] [bold]timed out"
+    r = RunResult(run_id="x", scenario=ScenarioRef(name="s"), backend="local", seed=0, command="c", started_at=0,
+                  cluster=ClusterShape(nodes=2, min_nodes=1, max_nodes=2, rendezvous="c10d"), verdict="failed",
+                  error=hostile, checks=[CheckResult(name="log_regex:[x]", status="failed", reason=hostile)])
+    _summary([RunOutcome("s", Path("/nonexistent"), r, 1)])
+    text = capsys.readouterr().out
+    assert text.count("[/__w/pytorch/gloo/pair.cc:152] [bold]timed out") == 2 and "log_regex:[x] FAILED" in text
