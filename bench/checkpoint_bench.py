@@ -174,7 +174,7 @@ def main() -> int:
         print(f"nvme write throughput : {o / 2**20:8.1f} MB/s   dd conv=fsync {d / 2**20:8.1f} MB/s   "
               f"ratio {100 * o / d:5.1f} %  (target >= 70%)  [{nvme_dir}]")
 
-        # 4. restore time per tier (read + sha256 + torch.load)
+        # 4. restore time per tier (read + checksum + torch.load)
         cfg = {"memory_dir": shm, "nvme_dir": os.path.join(nvme_dir, "restore")}
         s3_server = None
         if not args.no_s3:

@@ -3,7 +3,7 @@ from trainer.checkpoint.agreement import choose
 
 
 def inv(**tiers):
-    return {t: {"step": s, "bytes": 10, "sha256": f"{t}{s}"} for t, s in tiers.items()}
+    return {t: {"step": s, "bytes": 10, "checksum": f"crc32:{t}{s}"} for t, s in tiers.items()}
 
 
 def test_memory_on_any_rank_beats_nvme_of_same_or_older_step():

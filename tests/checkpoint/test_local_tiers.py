@@ -46,8 +46,9 @@ def test_restore_prefers_memory_then_nvme(tmp_path, shm_dir, events):
     assert state["step"] == 8 and events.of("checkpoint_loaded")[-1]["tier"] == "nvme"
 
 
-def test_corrupt_byte_falls_back_to_previous_valid(tmp_path, shm_dir, events):
-    mgr = make(tmp_path, shm_dir, events, memory_snapshot_interval=0)
+@pytest.mark.parametrize("algo", ["crc32", "sha256", "blake2b"])
+def test_corrupt_byte_falls_back_to_previous_valid(tmp_path, shm_dir, events, algo):
+    mgr = make(tmp_path, shm_dir, events, memory_snapshot_interval=0, checksum=algo)
     for s in (4, 8):
         mgr.save(toy_state(s), tier="nvme")
     newest = tmp_path / "nvme" / "step-0000000008" / "state.pt"
@@ -57,7 +58,7 @@ def test_corrupt_byte_falls_back_to_previous_valid(tmp_path, shm_dir, events):
     state = make(tmp_path, shm_dir, events, memory_snapshot_interval=0).restore()
     assert state["step"] == 4
     bad = events.of("checkpoint_invalid")
-    assert bad and bad[0]["step"] == 8 and "sha256" in bad[0]["error"]
+    assert bad and bad[0]["step"] == 8 and f"checksum {algo}:" in bad[0]["error"]
 
 
 def test_truncated_or_bad_manifest_rejected(tmp_path, shm_dir, events):
@@ -158,7 +159,8 @@ class Custom:
 @pytest.mark.parametrize("bad, field", [({"checkpoint_interval": -1}, "checkpoint.checkpoint_interval"),
                                         ({"keep_last": 0}, "checkpoint.keep_last"),
                                         ({"bogus": 1}, "unknown field"),
-                                        ({"s3": {"interval": 0}}, "checkpoint.s3.interval")])
+                                        ({"s3": {"interval": 0}}, "checkpoint.s3.interval"),
+                                        ({"checksum": "md5"}, "checkpoint.checksum")])
 def test_config_errors_name_the_field(bad, field):
     with pytest.raises(CheckpointConfigError, match=field.replace(".", r"\.")):
         CheckpointManager(bad, node="n", run_id="x")

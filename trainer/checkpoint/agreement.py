@@ -20,7 +20,7 @@ class Choice:
     step: int
     holders: list[int]
     size: int
-    sha256: str
+    checksum: str
 
     @property
     def src(self) -> int:
@@ -52,7 +52,7 @@ def broadcast_object(obj, src: int):
 
 
 def choose(inventories: list[dict]) -> Choice | None:
-    """inventories[rank] = {tier: {"step", "bytes", "sha256"}}; the same answer on every rank."""
+    """inventories[rank] = {tier: {"step", "bytes", "checksum"}}; the same answer on every rank."""
     best = None
     for inv in inventories:
         for tier, info in (inv or {}).items():
@@ -64,7 +64,7 @@ def choose(inventories: list[dict]) -> Choice | None:
     step, tier = best[0], next(t for t, o in TIER_ORDER.items() if o == -best[1])
     holders = [r for r, inv in enumerate(inventories) if (inv or {}).get(tier, {}).get("step") == step]
     info = inventories[holders[0]][tier]
-    return Choice(tier, step, holders, info["bytes"], info["sha256"])
+    return Choice(tier, step, holders, info["bytes"], info["checksum"])
 
 
 def broadcast_bytes(data: bytes | None, size: int, src: int) -> bytes:

@@ -34,6 +34,7 @@ class CheckpointConfig:
     nvme_dir: str | None = None
     keep_last: int = 3
     trusted_source: bool = False
+    checksum: str = "crc32"  # or sha256 / blake2b (cryptographic, 5-10x slower to save and restore)
     s3: S3Config = field(default_factory=S3Config)
 
     @classmethod
@@ -54,6 +55,10 @@ class CheckpointConfig:
         _pos_int(self.keep_last, f"{where}.keep_last")
         if not isinstance(self.max_memory_mb, (int, float)) or self.max_memory_mb <= 0:
             raise CheckpointConfigError(f"{where}.max_memory_mb: must be a positive number of MB, got {self.max_memory_mb!r}")
+        from .fmt import ALGORITHMS
+        if self.checksum not in ALGORITHMS:
+            raise CheckpointConfigError(f"{where}.checksum: unknown algorithm {self.checksum!r}; "
+                                        f"valid: {', '.join(ALGORITHMS)}")
         _pos_int(self.s3.interval, f"{where}.s3.interval")
         _nonneg_int(self.s3.max_retries, f"{where}.s3.max_retries", "")
         _nonneg_int(self.s3.keep_last, f"{where}.s3.keep_last", "use 0 to keep every checkpoint")

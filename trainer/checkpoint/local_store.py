@@ -135,7 +135,7 @@ class LocalStore:
         return sorted(refs, key=lambda r: r.step, reverse=True)
 
     def read(self, ref: CheckpointRef) -> tuple[bytes, dict]:
-        """Bytes and manifest of a checkpoint; CheckpointCorrupt unless manifest, size and sha256 agree."""
+        """Bytes and manifest of a checkpoint; CheckpointCorrupt unless manifest, size and checksum agree."""
         where = f"{self.tier} {ref.location}"
         try:
             with open(os.path.join(ref.location, fmt.MANIFEST_FILE), "rb") as f:

@@ -73,7 +73,7 @@ class CheckpointManager:
         due = [t for t, w in self.writers.items() if step % self.cfg.interval(t) == 0]
         if not due:
             return
-        snap = Snapshot.take(step, state_fn, self._pool)
+        snap = Snapshot.take(step, state_fn, self._pool, self.cfg.checksum)
         for tier in due:
             self.writers[tier].submit(snap)
 
@@ -81,7 +81,7 @@ class CheckpointManager:
         """Synchronous save of `state` to the given tier(s); raises CheckpointSaveError."""
         step = int(state["step"] if step is None else step)
         tiers = [tier] if isinstance(tier, str) else list(tier)
-        snap = Snapshot.take(step, lambda: state)
+        snap = Snapshot.take(step, lambda: state, algo=self.cfg.checksum)
         out = {}
         for t in tiers:
             if t not in self.stores:
@@ -106,7 +106,7 @@ class CheckpointManager:
             return False
         fields = {"tier": tier, "step": snap.step, "bytes": len(data), "stall_s": round(snap.stall_s, 6),
                   "total_s": round(snap.stall_s + time.perf_counter() - t0, 6), "path": where,
-                  "sha256": digest}
+                  "checksum": digest}
         if attempt:
             fields.update(caught_up=True, attempt=attempt)
         self._emit("checkpoint_saved", fields)
@@ -174,7 +174,7 @@ class CheckpointManager:
         nv = self._newest_valid("nvme", above=mem[0] if mem else -1)  # an older nvme can never win
         if nv:
             local["nvme"] = nv
-        summary = {t: {"step": s, "bytes": len(d), "sha256": m["sha256"]} for t, (s, d, m) in local.items()}
+        summary = {t: {"step": s, "bytes": len(d), "checksum": m["checksum"]} for t, (s, d, m) in local.items()}
         choice = agreement.choose(agreement.gather(summary))
 
         if "s3" in self.stores:
@@ -186,9 +186,9 @@ class CheckpointManager:
                 if found:
                     local["s3"] = found
             info = agreement.broadcast_object(
-                {"step": found[0], "bytes": len(found[1]), "sha256": found[2]["sha256"]} if found else None, src=0)
+                {"step": found[0], "bytes": len(found[1]), "checksum": found[2]["checksum"]} if found else None, src=0)
             if info:
-                choice = agreement.Choice("s3", info["step"], [0], info["bytes"], info["sha256"])
+                choice = agreement.Choice("s3", info["step"], [0], info["bytes"], info["checksum"])
 
         if choice is None:
             reason = "no valid checkpoint in " + ", ".join(self.stores)
@@ -202,7 +202,7 @@ class CheckpointManager:
             got = agreement.broadcast_bytes(data, choice.size, choice.src)
             if data is None:
                 data, source = got, "peer"
-                if fmt.sha256(data) != choice.sha256:
+                if fmt.checksum(data, choice.checksum.split(":", 1)[0]) != choice.checksum:
                     raise CheckpointLoadError(f"step {choice.step} received from rank {choice.src} "
                                               "does not match its checksum")
         state = fmt.deserialize(data, self.cfg.trusted_source)
@@ -214,7 +214,7 @@ class CheckpointManager:
                                          "bytes": len(data)})
         if source == "peer" and "memory" in self.writers:
             # the node now holds the agreed state too, so a later worker restart here restores locally
-            self.writers["memory"].submit(Snapshot.from_bytes(choice.step, data, choice.sha256))
+            self.writers["memory"].submit(Snapshot.from_bytes(choice.step, data, choice.checksum))
         return state
 
     # ------------------------------------------------------------------ lifecycle

@@ -85,7 +85,8 @@ def _nbytes(t: torch.Tensor) -> int:
 
 class Snapshot:
     def __init__(self, step: int, state: dict | None, stall_s: float, pool: BufferPool | None = None,
-                 buffers: list | None = None):
+                 buffers: list | None = None, algo: str = "crc32"):
+        self.algo = algo
         self.step = step
         self.state = state
         self.stall_s = stall_s
@@ -96,13 +97,13 @@ class Snapshot:
         self._digest: str | None = None
 
     @classmethod
-    def take(cls, step: int, state_fn, pool: BufferPool | None = None) -> "Snapshot":
+    def take(cls, step: int, state_fn, pool: BufferPool | None = None, algo: str = "crc32") -> "Snapshot":
         t0 = time.perf_counter()
         buffers: list = []
         state = copy_to_cpu(state_fn(), pool, buffers)
         if any(b.is_pinned() for b in buffers) and torch.cuda.is_available():
             torch.cuda.synchronize()  # non_blocking device→host copies must land before the loop goes on
-        return cls(step, state, time.perf_counter() - t0, pool, buffers)
+        return cls(step, state, time.perf_counter() - t0, pool, buffers, algo)
 
     @classmethod
     def from_bytes(cls, step: int, data: bytes, digest: str) -> "Snapshot":
@@ -111,11 +112,11 @@ class Snapshot:
         return s
 
     def encoded(self) -> tuple[bytes, str]:
-        """(bytes, sha256), computed once and shared by every tier."""
+        """(bytes, checksum), computed once and shared by every tier."""
         with self._lock:
             if self._data is None:
                 self._data = fmt.serialize(self.state)
-                self._digest = fmt.sha256(self._data)
+                self._digest = fmt.checksum(self._data, self.algo)
                 # the bytes are the snapshot now: hand the tensor copies back for the next save
                 self.state = None
                 if self._pool is not None:
