@@ -147,9 +147,10 @@ class S3Server:
 
     def serve_forever(self) -> None:
         """Block until stop() (from a signal handler) ends the server."""
-        assert self._thread is not None, "call start() first"
-        while self._thread.is_alive():
-            self._thread.join(0.5)
+        thread = self._thread   # stop() clears the attribute from another thread
+        assert thread is not None, "call start() first"
+        while thread.is_alive():
+            thread.join(0.5)
 
     def set_fault(self, mode: str) -> None:
         assert self.faults is not None, "call start() first"
