@@ -123,7 +123,7 @@ class DockerCluster(Cluster):
         wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 60, hint)
         self._create_routes()
         wait_until("etcd through the proxy",
-                   lambda: etcd_ready(f"http://{self.plan.ip('toxiproxy')}:{PROXY_ETCD_PORT}"), 30, hint)
+                   lambda: etcd_ready(f"http://{self.plan.ip('toxiproxy')}:{PROXY_ETCD_PORT}"), 90, hint)
 
     def _create_routes(self) -> None:
         create_routes(self.proxy_api, {

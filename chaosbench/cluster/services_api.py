@@ -13,7 +13,7 @@ import urllib.request
 from chaosbench.cluster.base import ClusterError
 
 
-def http(method: str, url: str, body: object | None = None, timeout: float = 3.0) -> tuple[int, str]:
+def http(method: str, url: str, body: object | None = None, timeout: float = 10.0) -> tuple[int, str]:
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method,
                                  headers={"Content-Type": "application/json"} if data else {})

@@ -15,8 +15,11 @@ from chaosbench.cluster.owner import OWNER_ENV
 from .helpers import train_kill_recover, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
+# Generous collective timeouts: CI machines are small and shared; these tests check the cluster's
+# mechanics (kill, recovery, teardown), not detection speed.
 OVERRIDES = {"training.max_steps": 100000, "training.step_sleep_s": 0.05,
-             "checkpoint.memory_snapshot_interval": 5, "checkpoint.checkpoint_interval": 10}
+             "checkpoint.memory_snapshot_interval": 5, "checkpoint.checkpoint_interval": 10,
+             "elastic.pg_timeout_s": 180.0, "elastic.health_check_timeout_s": 60.0}
 
 
 def _alive(markers):
