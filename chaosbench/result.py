@@ -55,6 +55,7 @@ class Recovery(BaseModel):
     lost_steps: int | None = None
     world_size_before: int | None = None
     world_size_after: int | None = None
+    failed_restarts: int | None = None     # new worker processes that died before training resumed
 
 
 CheckStatus = Literal["passed", "failed", "not_evaluated"]

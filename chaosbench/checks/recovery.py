@@ -50,6 +50,7 @@ def _recovery(h: History, fw: FaultWindow, end: float, starts, groups) -> Recove
     rec = Recovery(fault_id=fw.id, injected_at=t0, step_before_fault=step_before,
                    world_size_before=last_old.get("world_size") if last_old else None,
                    detected_at=min(detected) if detected else None)
+    rec.failed_restarts = len(new) - len(trained)
     if not trained:
         return rec   # restarted but never trained again: every later field stays unknown (null)
     ev_new = sorted((e for inc in trained for e in groups[inc]), key=lambda e: e["ts"])

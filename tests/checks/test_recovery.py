@@ -20,6 +20,20 @@ def test_breakdown_of_a_node_loss():
     assert (r.tier, r.restored_step, r.source) == ("memory", 40, "local,peer")
     assert (r.step_before_fault, r.lost_steps) == (42, 2)
     assert (r.world_size_before, r.world_size_after) == (3, 2)
+    assert r.failed_restarts == 0
+
+
+def test_failed_restart_rounds_are_counted():
+    h = node_loss()
+    for n, r in (("node-0", 0), ("node-1", 1)):   # a first round that died in process-group setup
+        h.events.append({"ts": h.faults[0].injected_at + 1.0, "event": "fatal", "node": n, "rank": r,
+                         "local_rank": 0, "world_size": 2, "restart_count": 1, "pid": 5000 + r,
+                         "error": "Gloo connectFullMesh failed"})
+    h.events.sort(key=lambda e: e["ts"])
+    (rec,) = recoveries(h)
+    assert rec.failed_restarts == 2 and rec.tier == "memory"
+    res = max_recovery_seconds(h, Expect(max_recovery_seconds=30), [rec])
+    assert "(2 worker start(s) failed before training resumed)" in res.reason
 
 
 def test_no_detection_event_leaves_detection_unknown_not_zero():
