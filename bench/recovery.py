@@ -195,6 +195,8 @@ def main(argv=None) -> int:
                     rep = Rep(case=case.label, rdzv=case.rdzv, stock=case.kind == "stock",
                               note=f"rep failed: {type(exc).__name__}: {str(exc)[:200]}")
                 reps[case].append(rep)
+                if not args.keep and not rep.note:   # keep only what needs a diagnosis
+                    shutil.rmtree(root / f"{case.slug}-{i}", ignore_errors=True)
                 print(f"rep {i} {case.label:<26} {case.rdzv:<8} total={rep.total_s} det={rep.detection_s} "
                       f"rdzv={rep.rendezvous_s} restore={rep.restore_s} first={rep.first_step_s} "
                       f"lost={rep.lost_steps}st/{rep.lost_s}s tier={rep.tier} load={rep.load and round(rep.load, 2)}"
@@ -203,7 +205,11 @@ def main(argv=None) -> int:
         print("# interrupted: clusters torn down; summarizing what finished", file=sys.stderr)
     finally:
         if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
+            left = [p.name for p in root.iterdir()] if root.is_dir() else []
+            if left:
+                print(f"# run directories of the reps with a note kept for diagnosis: {root} ({', '.join(left)})")
+            else:
+                shutil.rmtree(root, ignore_errors=True)
     done = [summarize(r) for r in reps.values() if r]
     baselines = {s.rdzv: s.med["total_s"] for s in done if s.stock and s.med["total_s"] is not None
                  and "kill" in s.case}

@@ -33,6 +33,7 @@ class Rep:
     tier: str | None = None
     load: float | None = None          # 1-minute load average when the fault was injected
     note: str = ""
+    injected: bool = True              # False: the rep broke before its fault (start-up), not a recovery
 
 
 def measure(run_dir: Path, case: str, rdzv: str = "", stock: bool = False, load: float | None = None,
@@ -42,7 +43,7 @@ def measure(run_dir: Path, case: str, rdzv: str = "", stock: bool = False, load:
     rep = Rep(case=case, rdzv=rdzv, stock=stock, load=load, note=note)
     recs = recoveries(h)
     if not h.faults:
-        rep.note = rep.note or "no fault recorded"
+        rep.note, rep.injected = rep.note or "no fault recorded", False
         return rep
     if not recs:
         # No new worker started after the fault; detection may still be known (silent case).
@@ -83,8 +84,9 @@ class Summary:
     case: str
     rdzv: str
     stock: bool
-    reps: int
+    reps: int                          # reps whose fault was injected
     recovered: int
+    start_failures: int = 0            # reps that broke before the fault (not counted in reps)
     med: dict[str, float | None] = field(default_factory=dict)
     lost_steps: float | None = None
     lost_s: float | None = None
@@ -95,8 +97,10 @@ class Summary:
 def summarize(reps: list[Rep]) -> Summary:
     if not reps:
         raise ValueError("summarize: no repetitions")
-    s = Summary(case=reps[0].case, rdzv=reps[0].rdzv, stock=reps[0].stock, reps=len(reps),
-                recovered=sum(r.total_s is not None for r in reps))
+    injected = [r for r in reps if r.injected]
+    s = Summary(case=reps[0].case, rdzv=reps[0].rdzv, stock=reps[0].stock, reps=len(injected),
+                recovered=sum(r.total_s is not None for r in injected), start_failures=len(reps) - len(injected))
+    reps = injected
     s.med = {k: median(getattr(r, k) for r in reps) for k in PHASES}
     s.lost_steps = median(r.lost_steps for r in reps)
     s.lost_s = median(r.lost_s for r in reps)
@@ -125,6 +129,8 @@ def table(summaries: list[Summary], baselines: dict[str, float | None]) -> str:
         x = None if s.stock else ratio(baselines.get(s.rdzv), s.med["total_s"])
         lost = "-" if s.lost_steps is None else f"{s.lost_steps:g}st/{_f(s.lost_s, 's')}"
         loads = " ".join(f"{v:.1f}" for v in s.loads) or "-"
+        if s.start_failures:
+            loads += f"  ({s.start_failures} rep(s) broke before the fault)"
         lines.append(f"{s.case:<30} {s.rdzv:<8} {s.recovered:>2}/{s.reps:<2} {_f(s.med['detection_s']):>7} "
                      f"{_f(s.med['rendezvous_s']):>7} {_f(s.med['restore_s']):>7} {_f(s.med['first_step_s']):>8} "
                      f"{_f(s.med['total_s']):>7} {lost:>9} {s.tiers or '-':>7} {_f(x, 'x'):>7}  {loads}")

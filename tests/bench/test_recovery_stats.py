@@ -60,7 +60,7 @@ def test_measure_not_recovered_keeps_detection(stats, tmp_path):
 
 def test_measure_without_fault_says_so(stats, tmp_path):
     rep = stats.measure(_write_run(tmp_path, [_ev(95.0, "step", step=1)], fault_ts=None), "x")
-    assert rep.total_s is None and rep.note == "no fault recorded"
+    assert rep.total_s is None and rep.note == "no fault recorded" and not rep.injected
 
 
 def test_summary_medians_ratio_and_table(stats):
@@ -76,6 +76,14 @@ def test_summary_medians_ratio_and_table(stats):
     tuned_line = next(line for line in out.splitlines() if line.startswith("tuned"))
     assert "3.78x" in tuned_line and "2/3" in tuned_line and "2.5" in tuned_line
     assert "x" not in next(line for line in out.splitlines() if line.startswith("stock")).split()[-2]
+
+
+def test_start_failures_are_not_counted_as_failed_recoveries(stats):
+    R = stats.Rep
+    s = stats.summarize([R("tuned trainer, kill", "etcd-v3", total_s=5.0),
+                         R("tuned trainer, kill", "etcd-v3", injected=False, note="start timeout")])
+    assert (s.reps, s.recovered, s.start_failures, s.med["total_s"]) == (1, 1, 1, 5.0)
+    assert "1 rep(s) broke before the fault" in stats.table([s], {"etcd-v3": 20.0})
 
 
 def test_summarize_rejects_empty(stats):
