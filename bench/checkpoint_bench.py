@@ -220,4 +220,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup in main's finally
     sys.exit(main())
