@@ -99,6 +99,8 @@ def test_disk_full_restarts_only_for_the_node_loss(library):
     assert s.expect.world_sizes == [3, 2], "the full disk itself must not change the world"
     fill, loss = s.faults
     assert fill.at.step < loss.at.step
+    (reported,) = s.expect.log_regex
+    assert reported.expect == "present" and reported.node == fill.params["node"] and "NVME" in reported.pattern
 
 
 def test_checkpoint_corruption_hits_every_node_then_restarts_without_memory(library):
