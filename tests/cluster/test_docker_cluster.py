@@ -24,9 +24,11 @@ def image():
     return node_image()   # reuses the tag when nothing changed (seconds)
 
 
-def test_docker_train_kill_recover_teardown(tmp_path, image):
+@pytest.mark.parametrize("s3", [False, True], ids=["memory-nvme", "with-s3"])
+def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
     spec = ClusterSpec(run_id="dock", run_dir=tmp_path, nodes=2, min_nodes=1, max_nodes=2,
-                       rendezvous="c10d", trainer_overrides=OVERRIDES, nvme_size_mb=64)
+                       rendezvous="c10d", trainer_overrides={**OVERRIDES, "checkpoint.s3.enabled": s3},
+                       nvme_size_mb=64)
     cluster = create_cluster("docker", spec, image=image)
     with cluster:
         project = cluster.project
