@@ -195,13 +195,36 @@ def report(run_dir: Path = typer.Argument(..., help="a reports/<run-id> director
     if not (run_dir / "result.json").is_file():
         console.print(f"[red]error[/red] {run_dir}: no result.json here (give a reports/<run-id> directory)", soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT)
+    from chaosbench.report import ReportInputError, render_index, render_run
     try:
-        from chaosbench.report import render_run
-    except ImportError:
-        console.print("[red]error[/red] the HTML report module (chaosbench.report) is not installed in this build")
-        raise typer.Exit(3)
-    path = render_run(run_dir)
+        path = render_run(run_dir)
+        index = render_index(run_dir.parent)
+    except ReportInputError as e:
+        console.print(f"[red]error[/red] {escape(str(e))}", soft_wrap=True)
+        raise typer.Exit(EXIT_BAD_INPUT)
     out.print(f"wrote {path}")
+    out.print(f"wrote {index}")
+
+
+_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def doctor(ctx: typer.Context):
+    """Preflight checks of a training setup (--env | --scenario FILE) or diagnose a run (--run DIR); --help for all options."""
+    from chaosbench.doctor import main as doctor_main
+    raise typer.Exit(doctor_main(ctx.args))
+
+
+export_app = typer.Typer(help="Export a scenario's cluster for other platforms.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("k8s", context_settings=_PASSTHROUGH)
+def export_k8s(ctx: typer.Context):
+    """Kubernetes manifests (headless Service, Indexed Job, etcd, proxy) for SCENARIO; --help for all options."""
+    from chaosbench.export import main as export_main
+    raise typer.Exit(export_main(["k8s", *ctx.args]))
 
 
 @images_app.command("build", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
