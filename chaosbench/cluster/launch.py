@@ -58,6 +58,12 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         "AWS_DEFAULT_REGION": "us-east-1",
         "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python",
         "PYTHONUNBUFFERED": "1",
+        # torchrun (2.4+) hands workers the agent's rendezvous store; after a restart, survivors read
+        # the previous attempt's gloo addresses and hang (pytorch/pytorch#135712). A fresh store per
+        # attempt avoids it for c10d/etcd; our etcd-v3 handler does the same by itself.
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "OMP_NUM_THREADS": "1",      # N nodes share few cores: oversubscribed threads make steps 10x slower
+        "LOGLEVEL": "INFO",          # torchrun logs rendezvous rounds only at INFO: evidence for doctor --run
         **spec.env,
     }
     if spec.command:
@@ -75,7 +81,7 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
             f"--rdzv-endpoint={rdzv_endpoint}",
             f"--rdzv-id={spec.run_id}",
             f"--max-restarts={spec.max_restarts}",
-            "--monitor-interval=0.5"]
+            "--monitor-interval=0.1"]   # torch default; a dead worker is seen within 0.1 s
     if rdzv_conf:
         argv.append(f"--rdzv-conf={rdzv_conf}")
     overrides = {
