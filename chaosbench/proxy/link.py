@@ -99,6 +99,10 @@ class Pipe:
         self.eof_sent = False
         self.src_eof = False
         self.splicer: Splicer | None = None
+        # bytes (and EOF) that arrive before the destination is connected; held, not dropped
+        self.holding = dst.name == "upstream"
+        self.early = bytearray()
+        self.early_eof = False
 
     # -- toxics ---------------------------------------------------------------------------------
     def sync(self, toxics: list[Toxic]) -> None:
@@ -174,10 +178,16 @@ class Pipe:
 
     # -- data -----------------------------------------------------------------------------------
     def feed(self, data: bytes | None) -> None:
+        if self.holding:                       # upstream still connecting: hold, in order
+            self._hold(data)
+            return
         if data is None:
             if self.src_eof:                   # already seen by the splicer: pass it on once
                 return
             self.src_eof = True
+        self._route(data)
+
+    def _route(self, data: bytes | None) -> None:
         if not self.toxic and self.worker is None:
             self._emit_now(data)
             if self.splicer is None and data is not None:
@@ -190,6 +200,33 @@ class Pipe:
                 self.set_paused("queue_full", True)
         if self.worker is None:
             self.worker = asyncio.get_running_loop().create_task(self._work())
+
+    def _hold(self, data: bytes | None) -> None:
+        if data is None:
+            self.early_eof = True
+            return
+        self.early += data
+        if len(self.early) > MAX_QUEUED:
+            self.set_paused("queue_full", True)
+
+    def flush_early(self) -> None:
+        """The destination just connected and the chain is synced: send what was held first."""
+        self.holding = False
+        data, self.early = bytes(self.early), bytearray()
+        eof, self.early_eof = self.early_eof, False
+        if not data and not eof:
+            return
+        if self.splicer is not None:           # started in this same callback: nothing read yet
+            self.splicer.stop()
+            self.splicer = None
+            self.set_paused("splice", False)
+        if eof:
+            self.src_eof = True                # the source is done: no splicer may start
+        if data:
+            self._route(data)
+        self.set_paused("queue_full", False)
+        if eof:
+            self._route(None)
 
     def _emit_now(self, data: bytes | None) -> None:
         dst = self.dst.transport
@@ -258,7 +295,9 @@ class Link:
         self._connect_task: asyncio.Task | None = None
 
     def client_connected(self, side: Side) -> None:
-        self.pipes["upstream"].set_paused("connecting", True)   # nothing flows before upstream
+        # No pause_reading() here: CPython <= 3.11.2 ignores a pause made in connection_made
+        # (the transport registers its reader afterwards anyway), so the client is read while
+        # the upstream connects and the upstream pipe holds those bytes (bounded by MAX_QUEUED).
         self.proxy.links.add(self)
         self._connect_task = asyncio.get_running_loop().create_task(self._connect())
 
@@ -275,7 +314,7 @@ class Link:
             self.abort()
             return
         self.sync()
-        self.pipes["upstream"].set_paused("connecting", False)
+        self.pipes["upstream"].flush_early()
 
     def sync(self) -> None:
         for direction, pipe in self.pipes.items():
