@@ -47,13 +47,13 @@ def test_loss_continuity():
     assert run(loss_continuity, no_fault(), loss_continuity=True).status == "not_evaluated"
 
 
-def _ckpt(root, step, data=b"weights" * 100, manifest=True, corrupt=False):
+def _ckpt(root, step, data=b"weights" * 100, manifest=True, corrupt=False, algo="crc32"):
     d = root / f"step-{step:08d}"
     d.mkdir(parents=True)
     (d / "state.pt").write_bytes(data if not corrupt else data[:-1] + b"X")
-    if manifest:
-        (d / "manifest.json").write_text(json.dumps({"file": "state.pt", "bytes": len(data), "step": step,
-                                                    "sha256": hashlib.sha256(data).hexdigest()}))
+    if manifest:   # the trainer's own manifest format, so the harness is pinned to what it really writes
+        from trainer.checkpoint.fmt import checksum, make_manifest
+        (d / "manifest.json").write_text(json.dumps(make_manifest(step, data, checksum(data, algo))))
 
 
 def test_checkpoints_valid_over_real_files(tmp_path):
@@ -67,11 +67,11 @@ def test_checkpoints_valid_over_real_files(tmp_path):
 
     (nvme / "step-00000060.tmp").mkdir()
     (nvme / "step-00000060.tmp" / "state.pt").write_bytes(b"half")
-    _ckpt(nvme, 80, corrupt=True)
+    _ckpt(nvme, 80, corrupt=True, algo="sha256")
     h = History(inventory=take_inventory({"node-0/nvme": ("nvme", nvme)}))
     res = run(checkpoints_valid, h, checkpoints_valid=True)
     assert res.status == "failed" and res.observed == 1
-    assert "node-0/nvme:step-00000080 (sha256 mismatch)" in res.reason
+    assert "node-0/nvme:step-00000080 (checksum mismatch" in res.reason
     assert "1 temp leftover(s)" in res.reason          # an interrupted atomic write is not a failure
 
     _ckpt(tmp_path / "n1", 20)
@@ -125,3 +125,28 @@ def test_history_load_skips_torn_lines(tmp_path):
     assert [e["step"] for e in h.events] == [1]
     assert h.faults[0].injected_at == 1.5 and h.faults[0].healed_at == 3.5
     assert h.inventory is None and h.logs == {}
+
+
+def test_inventory_catches_a_flipped_byte_under_the_default_crc32(tmp_path):
+    nvme = tmp_path / "node-0"
+    _ckpt(nvme, 20)
+    _ckpt(nvme, 40, corrupt=True)        # same size, one byte differs: only the checksum can tell
+    res = run(checkpoints_valid, History(inventory=take_inventory({"n0/nvme": ("nvme", nvme)})),
+              checkpoints_valid=True)
+    assert res.status == "failed" and "step-00000040 (checksum mismatch" in res.reason
+
+
+def test_inventory_skips_checkpoints_rotated_away_while_walking(tmp_path, monkeypatch):
+    import shutil
+    from chaosbench.checks import inventory
+    nvme = tmp_path / "node-0"
+    _ckpt(nvme, 20)
+    _ckpt(nvme, 40)
+    real = inventory.verify_dir
+
+    def rotate_then_verify(d):           # the trainer deletes step 20 between the walk and the check
+        shutil.rmtree(nvme / "step-00000020", ignore_errors=True)
+        return real(d)
+    monkeypatch.setattr(inventory, "verify_dir", rotate_then_verify)
+    inv = take_inventory({"n0/nvme": ("nvme", nvme)})
+    assert [c["dir"] for c in inv["checkpoints"]] == ["step-00000040"]
