@@ -63,8 +63,9 @@ def test_corrupt_checkpoint_flips_a_byte_of_the_newest(tmp_path):
     os.utime(old / "manifest.json", (1, 1))
     f = make("corrupt_checkpoint", {"node": "node-1"}, Stub(tmp_path), tmp_path / "f.jsonl")
     f.inject()
-    assert verify_dir(old) == (True, "checksum ok")
-    assert verify_dir(new) == (False, "sha256 mismatch")
+    assert verify_dir(old) == (True, "sha256 checksum ok")
+    valid, why = verify_dir(new)
+    assert valid is False and why.startswith("checksum mismatch")
     assert f.target == "node-1:step-40/state.pt@500"
     assert f.heal() is None     # nothing to undo, nothing logged
     assert [r["action"] for r in log_lines(tmp_path / "f.jsonl")] == ["inject"]
