@@ -50,11 +50,18 @@ class ScenarioFile(pytest.File):
             return
         item = ScenarioItem.from_parent(self, name=s.name)
         item.add_marker(pytest.mark.chaos)
+        if s.known_issue:   # only a failed check counts as the known failure; a broken harness still fails
+            item.add_marker(pytest.mark.xfail(reason=f"known issue: {s.known_issue}", raises=ChecksFailed,
+                                              strict=False))
         yield item
 
 
 class ScenarioFailed(Exception):
     pass
+
+
+class ChecksFailed(ScenarioFailed):
+    """The system under test failed a check (exit 1), as opposed to the harness breaking (exit 3)."""
 
 
 class InvalidScenario(pytest.Item):
@@ -89,7 +96,7 @@ class ScenarioItem(pytest.Item):
             for c in (r.checks if r else []):
                 if c.blocking:
                     lines.append(f"  {c.name} {c.status}: expected {c.expected}, observed {c.observed} — {c.reason}")
-            raise ScenarioFailed("\n".join(lines))
+            raise (ChecksFailed if out.exit_code == 1 else ScenarioFailed)("\n".join(lines))
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, ScenarioFailed):

@@ -204,6 +204,9 @@ class Scenario(Strict):
     expect: Expect = Field(default_factory=Expect)
     run: RunCfg = Field(default_factory=RunCfg)
     seed: int = 0
+    # An upstream behaviour that makes this scenario fail today (with a link or a one-line cause).
+    # The expectations stay honest; pytest reports the scenario as xfail instead of hiding it.
+    known_issue: str | None = None
 
     @model_validator(mode="after")
     def _fault_ids(self):
