@@ -24,10 +24,7 @@ def image():
     return node_image()   # reuses the tag when nothing changed (seconds)
 
 
-@pytest.mark.parametrize("s3", [False, pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-    "known bug: with S3 through the fault proxy, the survivor hangs in checkpoint_restore for "
-    "minutes in docker (connections through the proxy between containers stall)")))],
-    ids=["memory-nvme", "with-s3"])
+@pytest.mark.parametrize("s3", [False, True], ids=["memory-nvme", "with-s3"])
 def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
     spec = ClusterSpec(run_id="dock", run_dir=tmp_path, nodes=2, min_nodes=1, max_nodes=2,
                        rendezvous="c10d", trainer_overrides={**OVERRIDES, "checkpoint.s3.enabled": s3},
