@@ -14,7 +14,7 @@ from typing import Any
 
 from chaosbench.observer.tail import read_events
 
-Incarnation = tuple[str, int, int]   # (node, local_rank, pid): one worker process lifetime
+Incarnation = tuple[str, int, int, int]   # (node, local_rank, pid, generation): one worker process lifetime
 
 
 @dataclass
@@ -55,19 +55,38 @@ class History:
     def of(self, *names: str) -> list[dict]:
         return [e for e in self.events if e.get("event") in names]
 
+    def _incarnation_keys(self) -> dict[int, Incarnation]:
+        """id(event) -> its worker process. (node, local_rank, pid) alone is not enough: a restarted
+        container gets a fresh PID namespace and its new worker the same pid as the dead one. So a
+        `phase: config` line (a process's first) on a key already seen, or a restart_count that goes
+        down, opens a new incarnation."""
+        gen: dict[tuple, int] = {}
+        last_rc: dict[tuple, int] = {}
+        keys: dict[int, Incarnation] = {}
+        for ev in sorted(self.events, key=lambda e: e.get("ts", 0.0)):
+            base = (str(ev.get("node")), int(ev.get("local_rank", 0)), int(ev.get("pid", 0)))
+            rc = int(ev.get("restart_count", 0) or 0)
+            if base in gen and ((ev.get("event") == "phase" and ev.get("phase") == "config")
+                                or rc < last_rc[base]):
+                gen[base] += 1
+            gen.setdefault(base, 0)
+            last_rc[base] = rc
+            keys[id(ev)] = (*base, gen[base])
+        return keys
+
     def incarnation(self, ev: dict) -> Incarnation:
-        return (str(ev.get("node")), int(ev.get("local_rank", 0)), int(ev.get("pid", 0)))
+        return self._incarnation_keys()[id(ev)]
 
     def incarnation_starts(self) -> dict[Incarnation, float]:
-        starts: dict[Incarnation, float] = {}
+        keys, starts = self._incarnation_keys(), {}
         for ev in self.events:
-            starts.setdefault(self.incarnation(ev), ev["ts"])
+            starts.setdefault(keys[id(ev)], ev["ts"])
         return starts
 
     def by_incarnation(self) -> dict[Incarnation, list[dict]]:
-        out: dict[Incarnation, list[dict]] = defaultdict(list)
+        keys, out = self._incarnation_keys(), defaultdict(list)
         for ev in self.events:
-            out[self.incarnation(ev)].append(ev)
+            out[keys[id(ev)]].append(ev)
         return out
 
     def max_step(self) -> int | None:

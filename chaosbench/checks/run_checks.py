@@ -39,8 +39,8 @@ def no_restart(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | Non
     if not h.events:
         return not_evaluated(name, expected, NO_EVENTS)
     slots: dict[tuple, set[int]] = {}
-    for node, lr, pid in h.incarnation_starts():
-        slots.setdefault((node, lr), set()).add(pid)
+    for node, lr, pid, gen in h.incarnation_starts():   # gen: a restarted container may reuse the pid
+        slots.setdefault((node, lr), set()).add((pid, gen))
     restarts = {f"{n}/local{lr}": len(p) - 1 for (n, lr), p in slots.items() if len(p) > 1}
     if restarts:
         return failed(name, expected, sum(restarts.values()),

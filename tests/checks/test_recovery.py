@@ -143,3 +143,22 @@ def test_evaluate_marks_optional_and_only_runs_requested():
     assert not by["recovered_from"].blocking and not by["max_lost_steps"].blocking
     _, results = evaluate(h, Expect(recovered_from="memory"))
     assert results[0].blocking     # not evaluated and not optional: fails the run
+
+
+def test_restarted_container_reusing_the_dead_workers_pid_is_a_new_incarnation():
+    """docker restarts a node in a fresh PID namespace: the new worker often has the old pid."""
+    from chaosbench.checks.history import fault_windows
+
+    def ev(ts, event, **kw):
+        return {"ts": ts, "event": event, "node": "node-0", "rank": 0, "local_rank": 0, "pid": 42,
+                "world_size": 1, "restart_count": 0, **kw}
+    events = [ev(100.0, "phase", phase="config")]
+    events += [ev(100.0 + s, "step", step=s) for s in range(1, 31)]          # killed right after step 30
+    events += [ev(140.0, "phase", phase="config"),                           # same pid, new process
+               ev(143.0, "checkpoint_loaded", tier="nvme", step=20, source="local", duration_s=0.3),
+               ev(144.0, "step", step=21), ev(145.0, "step", step=22)]
+    faults = fault_windows([{"ts": 131.0, "id": "f1", "fault": "kill_all", "action": "inject", "target": "node-0"},
+                            {"ts": 132.0, "id": "f1", "fault": "kill_all", "action": "heal", "target": "node-0"}])
+    (rec,) = recoveries(History(events=events, faults=faults))
+    assert rec.step_before_fault == 30 and rec.restored_step == 20 and rec.lost_steps == 10
+    assert rec.rendezvous_s == 9.0 and rec.total_s == 13.0
