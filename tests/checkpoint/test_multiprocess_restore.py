@@ -170,7 +170,8 @@ def test_memory_peer_then_nvme_then_s3(tmp_path, s3_bucket):
         assert (a["tier"], a["source"], a["checksum_ok"]) == ("memory", "local", True)
         assert (cc["tier"], cc["source"], cc["checksum_ok"]) == ("memory", "peer", True)
         assert a["step"] == cc["step"] and a["step"] % 5 == 0 and killed_at - a["step"] <= 5 + 2
-        assert_replay_identical(ev, "p1", "p1c", a["step"])
+        if killed_at - a["step"] > 1:   # else the kill landed on the snapshot itself: nothing to replay
+            assert_replay_identical(ev, "p1", "p1c", a["step"])
 
         # --- phase 2: every process killed, containers restarted (fresh /dev/shm) → nvme
         c.wait(lambda ev: any(s > a["step"] for s in saved_steps(ev, "nvme")), "an nvme save after the restore")
