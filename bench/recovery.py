@@ -50,13 +50,13 @@ COMMON_TRAINER = {"training.max_steps": 10**7, "training.step_sleep_s": STEP_SLE
 
 @dataclass(frozen=True)
 class Case:
-    kind: str    # stock | tuned | trainer-defaults
+    kind: str    # stock | tuned | tuned-cold | trainer-defaults
     rdzv: str
     fault: str   # kill | pause
 
     @property
     def label(self) -> str:
-        name = {"stock": "stock torchrun+toy", "tuned": "tuned trainer",
+        name = {"stock": "stock torchrun+toy", "tuned": "tuned trainer", "tuned-cold": "tuned, cold start",
                 "trainer-defaults": "trainer, default rdzv"}[self.kind]
         return f"{name}, {self.fault}"
 
@@ -88,8 +88,9 @@ def _wait(pred, timeout: float, what: str, events_dir: Path) -> list[dict]:
 def _make_cluster(case: Case, run_dir: Path, backend: str):
     if case.kind == "stock":
         return StockCluster(run_dir, case.rdzv, step_sleep=STEP_SLEEP)
-    tuned = case.kind == "tuned"
-    spec = ClusterSpec(run_id=f"rb{run_dir.name.replace('-', '')}"[:40], run_dir=run_dir, nodes=2, min_nodes=1,
+    tuned = case.kind in ("tuned", "tuned-cold")
+    spec = ClusterSpec(warm_start=case.kind != "tuned-cold",
+                       run_id=f"rb{run_dir.name.replace('-', '')}"[:40], run_dir=run_dir, nodes=2, min_nodes=1,
                        max_nodes=2, rendezvous=case.rdzv, max_restarts=10,
                        trainer_overrides={**COMMON_TRAINER, **(TUNED_TRAINER if tuned else {})},
                        rdzv_timeouts=dict(TUNED_RDZV) if tuned else {})
@@ -126,9 +127,11 @@ def _cases(args) -> list[Case]:
     out = []
     for fault in args.faults:
         for rdzv in args.rdzv:
-            if fault == "kill" or args.stock_pause:
+            if (fault == "kill" or args.stock_pause) and not args.skip_stock:
                 out.append(Case("stock", rdzv, fault))
             out.append(Case("tuned", rdzv, fault))
+            if args.cold and fault == "kill":
+                out.append(Case("tuned-cold", rdzv, fault))
             if args.trainer_defaults and fault == "kill":
                 out.append(Case("trainer-defaults", rdzv, fault))
     return out
@@ -162,6 +165,9 @@ def main(argv=None) -> int:
                     help="also pause a stock node (it does not recover: gloo waits 30 min; bounded by --stock-pause-bound)")
     ap.add_argument("--stock-pause-bound", type=float, default=45.0)
     ap.add_argument("--trainer-defaults", action="store_true", help="add the trainer with default rdzv settings")
+    ap.add_argument("--cold", action="store_true",
+                    help="add the tuned trainer without warm start (every worker a fresh `python -m trainer.train`)")
+    ap.add_argument("--skip-stock", action="store_true", help="quick look: no stock baseline (no ratio)")
     ap.add_argument("--warm-steps", type=int, default=12, help="steps both nodes complete together before the fault")
     ap.add_argument("--start-timeout", type=float, default=240.0)
     ap.add_argument("--recover-timeout", type=float, default=120.0)

@@ -105,7 +105,7 @@ def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | No
                        max_restarts=c.elastic.max_restarts, trainer_config=cfg or "",
                        trainer_overrides=dict(s.trainer.overrides), command=s.trainer.command, env=dict(c.env),
                        nvme_size_mb=c.nvme_size_mb, shm_size_mb=c.shm_size_mb, persistent_nvme=c.persistent_nvme,
-                       rdzv_timeouts=dict(c.rdzv_timeouts))
+                       rdzv_timeouts=dict(c.rdzv_timeouts), warm_start=c.warm_start)
 
 
 def unsupported_faults(s: Scenario, supported: frozenset[str]) -> list[str]:

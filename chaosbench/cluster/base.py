@@ -37,6 +37,7 @@ class ClusterSpec:
     shm_size_mb: int = 512
     persistent_nvme: bool = True     # NVMe survives a node restart (per-node volume)
     rdzv_timeouts: dict[str, float] = field(default_factory=dict)  # keep-alive / join timeouts passed to torchrun
+    warm_start: bool = True          # reference trainer: workers fork from a node-local server with torch imported
 
 
 class Cluster(abc.ABC):

@@ -91,6 +91,10 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         "checkpoint.s3.endpoint_url": s3_url,
         **spec.trainer_overrides,
     }
+    if spec.warm_start:
+        # Workers fork from a per-node server that has torch imported (trainer/warm_start.py):
+        # a restarted worker skips seconds of imports inside the recovery window.
+        argv = [python, "-m", "trainer.warm_start", "node", "--", *argv, "-m", "trainer.warm_start", "run"]
     argv += ["-m", "trainer.train", "--config", spec.trainer_config]
     for k, v in overrides.items():
         argv += ["--set", f"{k}={_fmt(v)}"]

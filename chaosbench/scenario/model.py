@@ -41,6 +41,7 @@ class ClusterCfg(Strict):
     shm_size_mb: int = Field(512, ge=8)
     persistent_nvme: bool = True
     rdzv_timeouts: dict[str, int | float] = Field(default_factory=dict)   # ints stay ints: torchrun rejects '120.0'
+    warm_start: bool = True   # reference trainer: workers fork from a node-local server with torch imported
     env: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -21,9 +21,10 @@ def _plan(spec, node="node-1"):
 def test_torchrun_argv_carries_spec_and_overrides(tmp_path):
     spec = _spec(tmp_path, nodes=3, min_nodes=2, max_nodes=4, procs_per_node=2, rendezvous="etcd-v3",
                  max_restarts=7, trainer_overrides={"training.max_steps": 50, "checkpoint.s3.enabled": False},
-                 rdzv_timeouts={"join_timeout": 30})
+                 rdzv_timeouts={"join_timeout": 30}, warm_start=False)
     p = _plan(spec)
     assert p.argv[:3] == ["py", "-m", "torch.distributed.run"]
+    assert p.argv[p.argv.index("-m", 3):][:2] == ["-m", "trainer.train"]
     for arg in ("--nnodes=2:4", "--nproc-per-node=2", "--rdzv-backend=etcd-v3", "--rdzv-endpoint=h:1",
                 "--rdzv-id=r1", "--max-restarts=7", "--rdzv-conf=join_timeout=30"):
         assert arg in p.argv
@@ -34,6 +35,14 @@ def test_torchrun_argv_carries_spec_and_overrides(tmp_path):
     assert "checkpoint.s3.enabled=false" in sets and "checkpoint.s3.enabled=true" not in sets  # user wins
     assert p.env["CHAOSBENCH_NODE"] == "node-1" and p.env["CHAOSBENCH_RUN_ID"] == "r1"
     assert p.env["CHAOSBENCH_EVENTS_DIR"] == "/ev" and p.env["AWS_ACCESS_KEY_ID"]
+
+
+def test_warm_start_wraps_the_agent_and_the_worker(tmp_path):
+    p = _plan(_spec(tmp_path))     # warm start is the default for the reference trainer
+    assert p.argv[:5] == ["py", "-m", "trainer.warm_start", "node", "--"]
+    assert p.argv[5:8] == ["py", "-m", "torch.distributed.run"]
+    worker = p.argv[p.argv.index("trainer.warm_start", 5) - 1:]
+    assert worker[:5] == ["-m", "trainer.warm_start", "run", "-m", "trainer.train"]
 
 
 def test_c10d_store_host_is_node0_only(tmp_path):

@@ -1,0 +1,86 @@
+"""Warm start (trainer/warm_start.py) with real processes: a node launcher, its server, forked workers.
+
+The server preloads only `json` here so the tests stay fast; what is forked is the same either way.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+WS = [sys.executable, "-m", "trainer.warm_start"]
+
+
+def _node(tmp_path, launcher: str, timeout=60, env=None):
+    """Run `warm_start node -- bash launcher.sh` and return (rc, stdout+stderr)."""
+    script = tmp_path / "launcher.sh"
+    script.write_text(textwrap.dedent(launcher))
+    job = tmp_path / "job.py"
+    job.write_text(textwrap.dedent("""
+        import os, sys, time
+        print("job", os.getpid(), os.getppid(), os.environ.get("JOB_VAR"), sys.argv[1:], flush=True)
+        if sys.argv[1] == "sleep":
+            open(sys.argv[3], "w").write(str(os.getpid()))
+            time.sleep(float(sys.argv[2]))
+        sys.exit(int(sys.argv[2]) if sys.argv[1] == "exit" else 0)
+    """))
+    p = subprocess.run([*WS, "node", "--preload", "json", "--", "bash", str(script)], cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO), "WS": " ".join(WS), "JOB": str(job), **(env or {})},
+                       capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+
+def test_worker_is_forked_by_the_server_and_exit_codes_pass_through(tmp_path):
+    rc, out = _node(tmp_path, """
+        JOB_VAR=one $WS run $JOB exit 0; echo "rc=$?"
+        JOB_VAR=two $WS run $JOB exit 7; echo "rc=$?"
+    """)
+    assert rc == 0, out
+    jobs = [line.split() for line in out.splitlines() if line.startswith("job ")]
+    assert [j[3] for j in jobs] == ["one", "two"]          # each worker gets its client's environment
+    assert "rc=0" in out and "rc=7" in out
+    assert "cold start" not in out
+    servers = {j[2] for j in jobs}                         # parent pid: the same warm server both times
+    assert len(servers) == 1
+
+
+def test_signals_are_forwarded_and_a_killed_client_takes_its_worker_along(tmp_path):
+    rc, out = _node(tmp_path, """
+        $WS run $JOB sleep 30 term.pid & c=$!
+        while [ ! -s term.pid ]; do sleep 0.05; done
+        kill -TERM $c; wait $c; echo "term rc=$?"
+        $WS run $JOB sleep 30 kill.pid & c=$!
+        while [ ! -s kill.pid ]; do sleep 0.05; done
+        kill -KILL $c; wait $c; echo "kill rc=$?"
+        for i in $(seq 50); do kill -0 $(cat kill.pid) 2>/dev/null || break; sleep 0.1; done
+        kill -0 $(cat kill.pid) 2>/dev/null && echo "orphan alive" || echo "worker gone"
+    """)
+    assert "term rc=143" in out, out                      # SIGTERM reached the worker; client died of it too
+    assert "kill rc=137" in out and "worker gone" in out, out
+
+
+def test_without_a_server_the_client_starts_cold(tmp_path):
+    job = tmp_path / "job.py"
+    job.write_text("import sys; print('cold ok'); sys.exit(3)\n")
+    env = {k: v for k, v in os.environ.items() if k != "CHAOSBENCH_WARM_SOCKET"}
+    p = subprocess.run([*WS, "run", str(job)], env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 3 and "cold ok" in p.stdout and "cold start" in p.stderr
+
+
+def test_server_dies_with_the_launcher(tmp_path):
+    rc, out = _node(tmp_path, """
+        $WS run $JOB exit 0 >/dev/null
+        pgrep -f "trainer.warm_start serve" -P $$   # the launcher became this shell
+    """)
+    server_pids = [line for line in out.splitlines() if line.strip().isdigit()]
+    assert len(server_pids) == 1, out
+    pid = int(server_pids[0])
+    for _ in range(50):
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"warm server {pid} outlived its launcher")

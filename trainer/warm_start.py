@@ -1,0 +1,344 @@
+"""Warm start: a per-node server with torch already imported forks each new worker.
+
+Why: after a node loss every surviving worker is restarted by its torchrun agent, and a fresh
+Python process spends seconds on `import torch` and on the lazy `torch._dynamo` import that the
+first optimizer triggers -- on every node, inside the recovery window. Forking a process that has
+already paid for those imports starts a worker in milliseconds. (The same thing DataLoader workers
+do when they fork after `import torch`.)
+
+Three roles, all in this stdlib-only module so the client itself starts fast:
+
+    python -m trainer.warm_start node -- python -m torch.distributed.run ... \
+        -m trainer.warm_start run -m trainer.train --config ...
+
+  node    the node launcher: binds an abstract unix socket, starts `serve` on it (it dies with the
+          agent: PR_SET_PDEATHSIG), then execs torchrun.
+  serve   (on the socket `node` bound) imports torch & co, then forks one child per request.
+  run     what torchrun starts as the worker: sends argv, env, cwd and its stdin/stdout/stderr to the
+          server, forwards every signal torchrun sends to the forked child and exits with its status
+          (a child killed by signal N kills the client with N, so torchrun sees the same exit).
+          If the client dies (SIGKILL), the child notices through a pidfd and kills itself.
+          No server on the node, or it died before forking: the client execs a cold `python -m ...`.
+
+Costs and limits (docs/recovery.md): one extra idle process per node holding torch (its pages are
+shared copy-on-write with the workers); the server must never initialise CUDA (it does not: only
+imports), and environment variables a library reads at *import* time come from the node, not from
+the worker's own environment.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+
+SOCKET_ENV = "CHAOSBENCH_WARM_SOCKET"
+DEFAULT_PRELOAD = "torch,torch.distributed,torch.nn.parallel,torch._dynamo,trainer.train,boto3"
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+MAX_MSG = 1 << 20
+PR_SET_PDEATHSIG = 1
+
+
+def _log(msg: str) -> None:
+    print(f"[warm_start {os.getpid()}] {msg}", file=sys.stderr, flush=True)
+
+
+def _address(name: str) -> str:
+    return "\0" + name            # abstract namespace: no file to clean up, gone with the server
+
+
+def _send(sock: socket.socket, obj: dict, fds: list[int] | None = None) -> None:
+    data = json.dumps(obj).encode()
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.send(data)
+
+
+# -- node --------------------------------------------------------------------------------------
+
+def node(argv: list[str], preload: str) -> None:
+    """Bind the socket, start the server as our child, then become torchrun (the server dies with us).
+
+    Binding here, before torchrun exists, means no worker can ever find the socket missing."""
+    if not argv:
+        raise SystemExit("warm_start node: give the launcher command after --")
+    name = f"chaosbench-warm-{uuid.uuid4().hex[:16]}"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(_address(name))
+    listener.listen(64)                       # workers may queue while the server imports torch
+    os.environ[SOCKET_ENV] = name
+    parent = os.getpid()
+    sys.stdout.flush(); sys.stderr.flush()
+    if os.fork() == 0:
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:        # the launcher died before prctl took effect
+                os._exit(0)
+            fd = listener.detach()
+            os.set_inheritable(fd, True)
+            os.execv(sys.executable, [sys.executable, "-m", "trainer.warm_start", "serve",
+                                      "--fd", str(fd), "--preload", preload])
+        finally:
+            os._exit(127)
+    listener.close()
+    os.execvp(argv[0], argv)
+
+
+# -- serve -------------------------------------------------------------------------------------
+
+class Server:
+    def __init__(self, listener: socket.socket):
+        self.listener = listener
+        self.children: dict[int, socket.socket] = {}
+
+    def preload(self, modules: str) -> None:
+        import importlib
+        t0 = time.monotonic()
+        for mod in filter(None, modules.split(",")):
+            try:
+                importlib.import_module(mod)
+            except ImportError as exc:        # optional extras (boto3) may be missing: still useful
+                _log(f"preload {mod}: {exc}")
+        _log(f"ready: preloaded {modules} in {time.monotonic() - t0:.2f}s")
+
+    def serve_forever(self) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(self.listener, selectors.EVENT_READ)
+        while True:
+            for _key, _ in sel.select(timeout=0.02):
+                conn, _ = self.listener.accept()
+                self._spawn(conn)
+            self._reap()
+
+    def _spawn(self, conn: socket.socket) -> None:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(conn, MAX_MSG, 3)
+            req = json.loads(data)
+            if len(fds) != 3:
+                raise ValueError(f"expected 3 file descriptors (stdin, stdout, stderr), got {len(fds)}")
+        except (OSError, ValueError) as exc:
+            _log(f"bad request: {exc}")
+            conn.close()
+            return
+        sys.stdout.flush(); sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._close_all(keep=conn)
+            _child(req, fds, conn)            # never returns
+        for fd in fds:
+            os.close(fd)
+        self.children[pid] = conn
+        try:
+            _send(conn, {"pid": pid})
+        except OSError:
+            pass                              # client gone: the child's pidfd watch ends it
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                try:
+                    _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
+                except OSError:
+                    pass
+                conn.close()
+
+    def _close_all(self, keep: socket.socket) -> None:
+        self.listener.close()
+        for c in self.children.values():
+            c.close()
+        keep.close()
+
+
+def _watch_client(client_pid: int) -> None:
+    """Kill this worker the moment its client dies (e.g. torchrun's SIGKILL after a failed stop)."""
+    try:
+        pidfd = os.pidfd_open(client_pid)
+    except OSError:
+        os.kill(os.getpid(), signal.SIGKILL)   # already gone
+        return
+
+    def wait():
+        sel = selectors.DefaultSelector()
+        sel.register(pidfd, selectors.EVENT_READ)
+        sel.select()
+        os.kill(os.getpid(), signal.SIGKILL)
+    threading.Thread(target=wait, name="warm-start-client-watch", daemon=True).start()
+
+
+def _child(req: dict, fds: list[int], conn: socket.socket) -> None:
+    """The forked worker: become what `python <argv>` would have been, then leave like it."""
+    code = 1
+    try:
+        os.setsid()                            # like torchrun's own workers: a session of its own
+        for sig in (*FORWARDED, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        for i, fd in enumerate(fds):
+            os.dup2(fd, i)
+            os.close(fd)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        _watch_client(int(req["pid"]))
+        import random
+        random.seed()                          # forked children would otherwise share the server's state
+        if "torch" in sys.modules and os.environ.get("OMP_NUM_THREADS", "").isdigit():
+            sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        code = _run_python_argv(req["argv"])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, (int, type(None))):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+        code = 1
+    finally:
+        _leave(code)
+
+
+def _run_python_argv(argv: list[str]) -> int:
+    import runpy
+    if len(argv) >= 2 and argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    elif argv:
+        sys.argv = list(argv)
+        runpy.run_path(argv[0], run_name="__main__")
+    else:
+        raise SystemExit("warm_start: empty command")
+    return 0
+
+
+def _leave(code: int) -> None:
+    """What interpreter shutdown does (join non-daemon threads, atexit), then exit without the server's state."""
+    try:
+        me = threading.current_thread()
+        for t in threading.enumerate():
+            if t is not me and not t.daemon:
+                t.join()
+        import atexit
+        atexit._run_exitfuncs()
+        import logging
+        logging.shutdown()
+        sys.stdout.flush(); sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def serve(fd: int, preload: str) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)     # lifetime = the agent's (PDEATHSIG), not a stop signal
+    server = Server(socket.socket(fileno=fd))
+    server.preload(preload)
+    server.serve_forever()
+
+
+# -- run ---------------------------------------------------------------------------------------
+
+def cold_start(argv: list[str], why: str) -> None:
+    _log(f"{why}: cold start")
+    os.execv(sys.executable, [sys.executable, *argv])
+
+
+def run(argv: list[str], ready_timeout: float) -> None:
+    name = os.environ.get(SOCKET_ENV)
+    if not name:
+        cold_start(argv, f"${SOCKET_ENV} is not set (node not started by `warm_start node`)")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.connect(_address(name))
+        _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}, [0, 1, 2])
+        sock.settimeout(ready_timeout)         # the server may still be importing torch
+        reply = sock.recv(MAX_MSG)
+    except OSError as exc:
+        cold_start(argv, f"warm server {name!r} unavailable ({exc})")
+    if not reply:
+        cold_start(argv, f"warm server {name!r} closed the connection before starting the worker")
+    child = int(json.loads(reply)["pid"])
+    for sig in FORWARDED:
+        signal.signal(sig, lambda s, _f: _forward(child, s))
+    sock.settimeout(None)
+    msg = sock.recv(MAX_MSG)
+    if not msg:
+        _log(f"warm server died while worker {child} ran; waiting for the worker")
+        _wait_gone(child)
+        sys.exit(1)
+    code = int(json.loads(msg)["exit"])
+    if code < 0:                               # killed by a signal: die the same way
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+        time.sleep(1)
+    sys.exit(code)
+
+
+def _forward(child: int, sig: int) -> None:
+    try:
+        os.kill(child, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _wait_gone(pid: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    sel.select()
+
+
+USAGE = """usage: python -m trainer.warm_start node [--preload MODS] -- LAUNCHER ARGV...
+       python -m trainer.warm_start serve --fd N [--preload MODS]      (started by node)
+       python -m trainer.warm_start run [--ready-timeout S] [--] PYTHON ARGV...   (e.g. -m trainer.train --config ...)"""
+
+
+def _options(args: list[str], known: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Leading --key value pairs, then the command (after an optional --). By hand: argparse
+    would take the command's own options (-m, --config) for ours."""
+    opts = dict(known)
+    while args and args[0] in opts:
+        if len(args) < 2:
+            raise SystemExit(f"warm_start: {args[0]} needs a value\n{USAGE}")
+        opts[args[0]], args = args[1], args[2:]
+    if args and args[0] == "--":
+        args = args[1:]
+    return opts, args
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    role, rest = (argv[0], argv[1:]) if argv else ("", [])
+    if role == "node":
+        opts, command = _options(rest, {"--preload": DEFAULT_PRELOAD})
+        node(command, opts["--preload"])
+    elif role == "serve":
+        opts, _ = _options(rest, {"--fd": "", "--preload": DEFAULT_PRELOAD})
+        if not opts["--fd"].isdigit():
+            raise SystemExit(f"warm_start serve: --fd N (a listening socket) is required\n{USAGE}")
+        serve(int(opts["--fd"]), opts["--preload"])
+    elif role == "run":
+        opts, command = _options(rest, {"--ready-timeout": "300"})
+        if not command:
+            raise SystemExit(f"warm_start run: give the python arguments\n{USAGE}")
+        run(command, float(opts["--ready-timeout"]))
+    else:
+        raise SystemExit(USAGE)
+
+
+if __name__ == "__main__":
+    main()
