@@ -40,9 +40,11 @@ from chaosbench.observer.tail import read_events  # noqa: E402
 
 KILLED = "node-1"   # with c10d, node-0's agent hosts the rendezvous store (launch.py): lose the other one
 STEP_SLEEP = 0.02   # both sides pace their steps alike, so lost steps compare and the CPU is not saturated
-# torchrun --rdzv-conf for the tuned case: a dead node's keep-alive expires after 1 s x 2 attempts
-# (torch default 5 s x 3) and a round completes 1 s after min_nodes joined (default 30 s).
-TUNED_RDZV = {"keep_alive_interval": 1, "keep_alive_max_attempt": 2, "last_call_timeout": 1, "join_timeout": 120}
+# torchrun --rdzv-conf for the tuned case: a dead node's keep-alive expires after 1 s x 3 attempts
+# (torch default 5 s x 3) and a round completes 1 s after min_nodes joined (default 30 s). Not 1 x 2:
+# a live agent's heartbeat is routinely 2 intervals old, so with 2 attempts agents expire themselves
+# after a round and a joining node is never admitted (docs/scenario-library.md).
+TUNED_RDZV = {"keep_alive_interval": 1, "keep_alive_max_attempt": 3, "last_call_timeout": 1, "join_timeout": 120}
 TUNED_TRAINER = {"elastic.health_check_timeout_s": 3.0, "elastic.health_check_interval_steps": 1,
                  "checkpoint.memory_snapshot_interval": 5}
 COMMON_TRAINER = {"training.max_steps": 10**7, "training.step_sleep_s": STEP_SLEEP}
