@@ -184,8 +184,14 @@ def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, i
     torchrun = ["torchrun", f"--nnodes={lo}:{hi}", f"--nproc-per-node={procs}", f"--rdzv-backend={backend}",
                 f"--rdzv-endpoint={endpoint}", f"--rdzv-id={run_id}",
                 f"--max-restarts={int(elastic.get('max_restarts', 10))}"]
-    command = list(trainer["command"]) if trainer.get("command") else \
-        torchrun + ["-m", "trainer.train", "--config", f"{CONFIG_MOUNT}/trainer.yaml"]
+    worker = ["-m", "trainer.train", "--config", f"{CONFIG_MOUNT}/trainer.yaml"]
+    if trainer.get("command"):
+        command = list(trainer["command"])
+    elif cl.get("warm_start", True):   # as the cluster backends run it (chaosbench/cluster/launch.py)
+        command = ["python", "-m", "trainer.warm_start", "node", "--", *torchrun, "-m", "trainer.warm_start", "run",
+                   *worker]
+    else:
+        command = torchrun + worker
     env = [{"name": "NODE_RANK", "valueFrom": {"fieldRef": {
         "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}]
     env += _env({

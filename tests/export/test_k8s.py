@@ -66,6 +66,10 @@ def test_c10d_scenario_valid_models(tmp_path):
     assert env["GLOO_SOCKET_IFNAME"].value == "eth0" and env["NCCL_SOCKET_IFNAME"].value == "eth0"
     assert env["PET_RDZV_CONF"].value == "join_timeout=60,last_call_timeout=1"
     assert "--nnodes=2:3" in c.command and "--rdzv-backend=c10d" in c.command
+    # warm start, as the cluster backends run it: the node server first, workers forked from it
+    assert c.command[:5] == ["python", "-m", "trainer.warm_start", "node", "--"]
+    assert c.command[c.command.index("run") - 2:c.command.index("run") + 3] == \
+        ["-m", "trainer.warm_start", "run", "-m", "trainer.train"]
     # node 0 of the Indexed Job is <job>-0 under the headless service: the c10d store's address
     assert f"--rdzv-endpoint={job.metadata.name}-0.{svc.metadata.name}:29400" in c.command
     vols = {v.name: v for v in pod.volumes}
