@@ -16,13 +16,14 @@ import uuid
 from pathlib import Path
 
 from chaosbench.cluster import proctree
+from chaosbench.cluster.lifecycle import UpDown
 from chaosbench.services.ports import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 MARKER = "CHAOSBENCH_BENCH_STOCK"
 
 
-class StockCluster:
+class StockCluster(UpDown):
     backend = "local"
 
     def __init__(self, run_dir: Path, rendezvous: str, nodes: int = 2, step_sleep: float = 0.02,
@@ -95,14 +96,3 @@ class StockCluster:
             if self.etcd is not None:
                 self.etcd.stop()
             shutil.rmtree(self.run_dir / "etcd-data", ignore_errors=True)
-
-    def __enter__(self) -> "StockCluster":
-        try:
-            self.up()
-        except BaseException:
-            self.down()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.down()

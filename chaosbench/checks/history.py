@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaosbench.jsonl import read_jsonl
 from chaosbench.observer.tail import read_events
 
 Incarnation = tuple[str, int, int, int]   # (node, local_rank, pid, generation): one worker process lifetime
@@ -41,7 +42,7 @@ class History:
     def load(cls, run_dir: Path) -> "History":
         run_dir = Path(run_dir)
         h = cls(events=read_events(run_dir / "events") if (run_dir / "events").is_dir() else [])
-        h.faults = fault_windows(_jsonl(run_dir / "faults.jsonl"))
+        h.faults = fault_windows(read_jsonl(run_dir / "faults.jsonl"))
         h.exits = _json(run_dir / "exits.json") or {}
         h.harness = _json(run_dir / "harness.json") or {}
         inv = _json(run_dir / "checkpoints.json")
@@ -104,18 +105,6 @@ def fault_windows(lines: list[dict]) -> list[FaultWindow]:
         elif rec.get("action") == "heal" and fid in windows:
             windows[fid].healed_at = rec["ts"]
     return sorted(windows.values(), key=lambda w: w.injected_at)
-
-
-def _jsonl(path: Path) -> list[dict]:
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def _json(path: Path) -> Any:

@@ -10,6 +10,8 @@ import abc
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from chaosbench.cluster.lifecycle import UpDown
+
 
 class ClusterError(RuntimeError):
     """The cluster or harness itself broke (maps to CLI exit code 3)."""
@@ -42,8 +44,8 @@ class ClusterSpec:
     warm_start: bool = True          # reference trainer: workers fork from a node-local server with torch imported
 
 
-class Cluster(abc.ABC):
-    """Lifecycle + fault primitives. Use as a context manager: teardown always runs."""
+class Cluster(UpDown, abc.ABC):
+    """Lifecycle + fault primitives. Use as a context manager (UpDown): teardown always runs."""
 
     backend: str = "abstract"
     #: names of the fault primitives this backend supports (method names below)
@@ -92,21 +94,6 @@ class Cluster(abc.ABC):
     def down(self) -> None:
         """Remove everything this cluster started. Idempotent; never raises on already-gone parts."""
 
-    def __enter__(self) -> "Cluster":
-        try:
-            self.up()
-        except BaseException:
-            self.down()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        try:
-            self.collect()
-        finally:
-            self.down()
-
-    # -- fault primitives (override what the backend supports) ------------------------------
     def _unsupported(self, what: str):
         raise UnsupportedFault(f"backend '{self.backend}' does not support {what}")
 

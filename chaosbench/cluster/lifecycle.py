@@ -43,3 +43,22 @@ def track(cluster) -> None:
 def untrack(cluster) -> None:
     with _lock:
         _live.discard(cluster)
+
+
+class UpDown:
+    """`with x:` runs up(), and down() on every way out -- also when up() itself fails half-way.
+    collect() (logs, exit codes) runs before down() when the class has one."""
+
+    def __enter__(self):
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            getattr(self, "collect", lambda: None)()
+        finally:
+            self.down()

@@ -6,8 +6,9 @@ only complete lines.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from chaosbench.jsonl import parse_jsonl
 
 
 class EventTail:
@@ -42,18 +43,8 @@ class EventTail:
 
 
 def parse_lines(lines) -> list[dict]:
-    out = []
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            ev = json.loads(line)
-        except json.JSONDecodeError:
-            continue   # a torn line from a killed writer
-        if isinstance(ev, dict) and "event" in ev:
-            out.append(ev)
-    return out
+    """Event lines (objects with an "event" key); torn lines skipped."""
+    return parse_jsonl(lines, require="event")
 
 
 def read_events(events_dir: Path) -> list[dict]:

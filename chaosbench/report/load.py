@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaosbench.jsonl import parse_jsonl
+
 from .errors import ReportInputError
 
 SUPPORTED_SCHEMA = 1
@@ -104,22 +106,6 @@ def _read_lines(path: Path, limit: int) -> TextFile:
     lines = _ANSI.sub("", path.read_text(encoding="utf-8", errors="replace")).splitlines()
     omitted = max(0, len(lines) - limit)
     return TextFile(name=path.name, lines=lines[omitted:], omitted=omitted)
-
-
-def parse_jsonl(lines: list[str]) -> list[dict[str, Any]]:
-    """Parse event lines; a torn or foreign line is skipped (a killed writer leaves half a line)."""
-    out = []
-    for line in lines:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
 
 
 def load_run_dir(run_dir: str | Path) -> RunDir:
