@@ -16,15 +16,13 @@ import socket
 import threading
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from chaosbench.scenario import load_scenario
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios"
-
 
 
 def _joining() -> list[str]:
@@ -39,6 +37,10 @@ def _joining() -> list[str]:
 
 
 JOINING = _joining()
+
+
+def test_joining_scenarios_are_found():
+    assert {"node_join", "flapping_node"} <= set(JOINING)
 
 
 def _free_port() -> int:
@@ -74,8 +76,6 @@ def test_running_agents_admit_a_joining_node(name):
     assert c.rendezvous in ("c10d", "etcd-v3"), "the dynamic rendezvous is what this test runs"
     timeouts = dict(c.rdzv_timeouts)
     interval = timeouts.get("keep_alive_interval", 5)
-    from torch.distributed.elastic.rendezvous import RendezvousError
-
     running = c.elastic.min_nodes
     agents = _handlers(timeouts, c.elastic.min_nodes, c.elastic.max_nodes, running + 1)
     newcomer, _ = agents.pop()
@@ -106,6 +106,8 @@ def test_running_agents_admit_a_joining_node(name):
             f"{name}: after {3 * interval + 1} s of training the store lists {len(st.participants)} "
             f"participants and heartbeats {ages}")
         expiry = interval * timeouts.get("keep_alive_max_attempt", 3)
+
+        from torch.distributed.elastic.rendezvous import RendezvousError
 
         def join():   # ends when the running agents close the rendezvous below
             try:
