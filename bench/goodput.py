@@ -1,6 +1,6 @@
 """Goodput under one node loss per minute: the tuned reference trainer on 3 nodes, fault-free vs faulty.
 
-    python bench/goodput.py [--minutes 5] [--baseline-s 120] [--rdzv etcd-v3] [--no-spare] [--keep DIR]
+    python bench/goodput.py [--minutes 5] [--baseline-s 120] [--rdzv etcd-v3] [--spare] [--keep DIR]
 
 Two clusters, one after the other in the same run, with the same settings (docs/recovery.md's tuned
 settings, warm start, tiny config):
@@ -9,10 +9,13 @@ settings, warm start, tiny config):
   faulty      3 nodes train; the window opens the same way and lasts --minutes. One minute apart
               (the first 30 s into the window) one training node is SIGKILLed (agent + worker; the
               node that has trained longest, so every node takes its turn), and a replacement node
-              starts at once under a new name, the way a scheduler replaces a lost machine.
-              With spares (default) one extra node runs from the start: torchrun's redundancy list
-              holds it (--nnodes=2:3 with 4 nodes), it takes the lost node's place in the very next
-              round, and the replacement becomes the next spare -- one restart per loss, not two.
+              starts at once under a new name, the way a scheduler replaces a lost machine: the
+              survivors restart at world size 2 (or 3, when the replacement is quick enough to make
+              the same round), and the replacement's arrival restarts them once more at 3.
+              --spare instead runs one extra node from the start (--nnodes=2:3 with 4 nodes), held
+              in torchrun's redundancy list, to take the lost node's place in the next round. On
+              torch 2.15 that livelocks: a node that lands in the wait list while a round fills up to
+              max_nodes stays in it, and every agent restarts for it again and again.
 
 goodput = net training progress per second in the faulty window / fault-free steps/s, where net
 progress = the highest step completed by the window's end - the highest completed at its start, so
@@ -130,8 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--settle-s", type=float, default=15.0, help="wait after 3 nodes train before a window opens")
     ap.add_argument("--rdzv", default="etcd-v3", choices=("etcd-v3", "c10d"),
                     help="etcd-v3 (default): any node may die; c10d: node-0 hosts the store and is spared")
-    ap.add_argument("--no-spare", dest="spare", action="store_false",
-                    help="no hot spare: the replacement joins after the loss (two restarts per loss)")
+    ap.add_argument("--spare", action="store_true",
+                    help="run one hot spare beyond max_nodes (livelocks on torch 2.15's rendezvous: see docs/recovery.md)")
     ap.add_argument("--spare-in-baseline", action="store_true",
                     help="run the idle spare in the fault-free phase too (same process count)")
     ap.add_argument("--backend", choices=("local",), default="local")
