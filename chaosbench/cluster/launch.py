@@ -29,6 +29,19 @@ def _fmt(value: object) -> str:
     return str(value)
 
 
+def keep_alive_problem(rendezvous: str, timeouts: dict) -> str | None:
+    """torch's dynamic rendezvous (c10d, etcd-v3) sends a keep-alive only once the last one is a full
+    interval old, checked once per interval: a live agent's heartbeat is routinely 2 intervals old.
+    With fewer than 3 attempts agents expire themselves after a round and a joining node is never
+    admitted (docs/scenario-library.md)."""
+    attempts = timeouts.get("keep_alive_max_attempt")
+    if rendezvous in ("c10d", "etcd-v3") and attempts is not None and int(attempts) < 3:
+        return (f"rdzv_timeouts.keep_alive_max_attempt={attempts}: must be >= 3 with {rendezvous} (a live "
+                f"agent's heartbeat is routinely 2 intervals old, so agents would expire themselves and a "
+                f"joining node is never admitted); use 3, or 4 on loaded machines")
+    return None
+
+
 def validate(spec: ClusterSpec) -> None:
     from chaosbench.cluster.base import ClusterError
     problems = []
@@ -40,6 +53,9 @@ def validate(spec: ClusterSpec) -> None:
         problems.append("nodes and procs_per_node must be >= 1")
     if spec.nvme_size_mb < 8 or spec.shm_size_mb < 8:
         problems.append("nvme_size_mb and shm_size_mb must be >= 8")
+    problem = keep_alive_problem(spec.rendezvous, spec.rdzv_timeouts)
+    if problem:
+        problems.append(problem)
     if problems:
         raise ClusterError("invalid cluster spec: " + "; ".join(problems))
 

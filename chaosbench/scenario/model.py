@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from chaosbench.cluster.launch import keep_alive_problem
+
 Tier = Literal["memory", "nvme", "s3"]
 Backend = Literal["auto", "docker", "local"]
 Rendezvous = Literal["c10d", "etcd-v3", "etcd"]
@@ -51,6 +53,9 @@ class ClusterCfg(Strict):
         if self.elastic.max_nodes < self.elastic.min_nodes:
             raise ValueError(f"elastic.max_nodes ({self.elastic.max_nodes}) must be >= elastic.min_nodes "
                              f"({self.elastic.min_nodes})")
+        problem = keep_alive_problem(self.rendezvous, self.rdzv_timeouts)
+        if problem:
+            raise ValueError(problem)
         if not self.elastic.min_nodes <= self.nodes <= self.elastic.max_nodes:
             raise ValueError(f"nodes ({self.nodes}) must lie within elastic.min_nodes..max_nodes "
                              f"({self.elastic.min_nodes}..{self.elastic.max_nodes})")

@@ -105,3 +105,10 @@ def test_gpu_override_reserves_gpus_for_every_node(tmp_path):
     for n in ("node-0", "node-1"):
         dev = doc["services"][n]["deploy"]["resources"]["reservations"]["devices"][0]
         assert dev["capabilities"] == ["gpu"] and "NCCL_SOCKET_IFNAME" in doc["services"][n]["environment"]
+
+
+def test_keep_alive_attempts_below_three_are_refused(tmp_path):
+    with pytest.raises(ClusterError, match="keep_alive_max_attempt=2: must be >= 3 with etcd-v3"):
+        validate(_spec(tmp_path, rendezvous="etcd-v3", rdzv_timeouts={"keep_alive_max_attempt": 2}))
+    validate(_spec(tmp_path, rendezvous="etcd", rdzv_timeouts={"keep_alive_max_attempt": 2}))  # v2 ignores it
+    validate(_spec(tmp_path, rdzv_timeouts={"keep_alive_max_attempt": 3}))

@@ -141,3 +141,13 @@ def test_duration_on_one_shot_fault(tmp_path):
     (p,) = problems(tmp_path, GOOD.replace("    kill_node: {node: node-2}\n",
                                             "    kill_worker: {node: node-2}\n    duration_s: 5\n"))
     assert ":7:" in p and "faults[0].duration_s" in p and "kill_worker is a one-shot fault" in p
+
+
+def test_keep_alive_attempts_below_three_are_refused(tmp_path):
+    bad = GOOD.replace("rendezvous: etcd-v3}",
+                       "rendezvous: etcd-v3, rdzv_timeouts: {keep_alive_interval: 1, keep_alive_max_attempt: 2}}")
+    assert bad != GOOD
+    (p,) = problems(tmp_path, bad)
+    assert "keep_alive_max_attempt=2" in p and "must be >= 3" in p and "use 3" in p
+    ok = bad.replace("keep_alive_max_attempt: 2", "keep_alive_max_attempt: 3")
+    load_scenario(write(tmp_path, ok))   # 3 is accepted
