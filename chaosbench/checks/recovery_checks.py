@@ -64,8 +64,10 @@ def _breakdown(r: Recovery) -> str:
     def f(x):
         return "?" if x is None else f"{x:.2f}s"
     failed = f" ({r.failed_restarts} worker start(s) failed before training resumed)" if r.failed_restarts else ""
+    # without a measured detection, rendezvous_s counts from the injection (see recovery.py)
+    since = " (from injection)" if r.detection_s is None and r.rendezvous_s is not None else ""
     return (f"{r.fault_id}: total {f(r.total_s)} = detection {f(r.detection_s)} + rendezvous {f(r.rendezvous_s)}"
-            f" + restore {f(r.restore_s)} + first step {f(r.first_step_s)}{failed}")
+            f"{since} + restore {f(r.restore_s)} + first step {f(r.first_step_s)}{failed}")
 
 
 def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:

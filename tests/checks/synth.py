@@ -46,3 +46,53 @@ def no_fault(steps=50) -> History:
     events = [ev(0.1 * s, "step", n, r, 2, step=s, loss=3.0) for s in range(1, steps + 1)
               for r, n in enumerate(["node-0", "node-1"])]
     return History(events=events, harness={"training_started_at": T0})
+
+
+def flapping_node() -> History:
+    """node-2 is killed twice (f1, f1#2) and comes back after each, as in a docker run of
+    scenarios/flapping_node.yaml. The fault log records each injection once `docker kill` returned,
+    0.2 s after the survivors' fatal. Per fault: the survivors restart at world size 2 (the
+    recovery), then the healed node rejoins and all three restart again (the next round).
+
+      t   0.1-2.0  steps 1-20 at world 3;     2.2 fatal on node-0/1;   2.4 f1 recorded
+      t   3.0      loss round (node-0/1), restored step 20 at 3.5/3.6, steps 21-40 from 4.0
+      t   6.5      rejoin round (all three), restored step 39 by 7.1, steps 40-60 from 7.5 to 9.5
+      t   9.6      fatal on node-0/1;         9.8 f1#2 recorded
+      t  11.0      loss round, restored step 58 at 11.5/11.6, steps 59-78 from 12.0
+      t  15.0      rejoin round, restored step 78 by 15.6, steps 79-99 from 16.0
+    """
+    events: list[dict] = []
+    pids = iter(range(2000, 3000))
+
+    def round_(nodes, start, restored, first, steps, restart, sources=None) -> dict[str, int]:
+        world, out = len(nodes), {}
+        for r, n in enumerate(nodes):
+            pid = out[n] = next(pids)
+            events.extend([
+                ev(start + 0.01 * r, "phase", n, r, world, restart, pid, phase="config"),
+                ev(start + 0.02 + 0.01 * r, "phase", n, r, world, restart, pid, phase="rendezvous"),
+                ev(first - 0.5 + 0.1 * (r % 2), "checkpoint_loaded", n, r, world, restart, pid, tier="memory",
+                   step=restored, source=(sources or {}).get(n, "local"), duration_s=0.05, bytes=1000),
+                ev(first - 0.05, "phase", n, r, world, restart, pid, phase="training")])
+            events.extend(ev(first + 0.1 * i, "step", n, r, world, restart, pid, step=restored + 1 + i)
+                          for i in range(steps))
+        return out
+
+    def end(pid_of, t, restart, world, event, **kw):
+        events.extend(ev(t, event, n, r, world, restart, pid, **kw)
+                      for r, (n, pid) in enumerate(pid_of.items()))
+
+    three = ["node-0", "node-1", "node-2"]
+    cold = round_(three, -1.0, 0, 0.1, 20, 0)
+    end({n: p for n, p in cold.items() if n != "node-2"}, 2.2, 0, 3, "fatal", error="Connection reset by peer")
+    loss = round_(three[:2], 3.0, 20, 4.0, 20, 1)                   # f1: the survivors
+    end(loss, 6.4, 1, 2, "phase", phase="shutdown", reason="SIGTERM")    # f1 healed: node-2 rejoins
+    rejoin = round_(three, 6.5, 39, 7.5, 21, 1, {"node-2": "peer"})
+    end({n: p for n, p in rejoin.items() if n != "node-2"}, 9.6, 1, 3, "fatal", error="Connection reset by peer")
+    loss = round_(three[:2], 11.0, 58, 12.0, 20, 2)                   # f1#2: the survivors
+    end(loss, 14.9, 2, 2, "phase", phase="shutdown", reason="SIGTERM")    # f1#2 healed: node-2 rejoins
+    round_(three, 15.0, 78, 16.0, 21, 2, {"node-2": "peer"})
+    events.sort(key=lambda e: e["ts"])
+    faults = [FaultWindow("f1", "kill_node", "node-2", {"node": "node-2"}, T0 + 2.4, T0 + 6.0),
+              FaultWindow("f1#2", "kill_node", "node-2", {"node": "node-2"}, T0 + 9.8, T0 + 14.0)]
+    return History(events=events, faults=faults, harness={"training_started_at": T0, "stop_reason": "reached step"})

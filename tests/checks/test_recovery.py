@@ -6,7 +6,7 @@ from chaosbench.checks.recovery_checks import (max_lost_steps, max_recovery_seco
                                                world_size_after, world_sizes)
 from chaosbench.scenario.model import Expect
 
-from .synth import T0, node_loss
+from .synth import T0, flapping_node, node_loss
 
 
 def test_breakdown_of_a_node_loss():
@@ -162,3 +162,75 @@ def test_restarted_container_reusing_the_dead_workers_pid_is_a_new_incarnation()
     (rec,) = recoveries(History(events=events, faults=faults))
     assert rec.step_before_fault == 30 and rec.restored_step == 20 and rec.lost_steps == 10
     assert rec.rendezvous_s == 9.0 and rec.total_s == 13.0
+
+
+PHASE_KEYS = ("detection_s", "rendezvous_s", "restore_s", "first_step_s")
+
+
+def _assert_consistent(r):
+    """No phase is negative or zero-for-unknown, and the measured phases add up to the total."""
+    phases = [getattr(r, k) for k in PHASE_KEYS]
+    assert all(p is None or p >= 0 for p in phases), (r.fault_id, phases)
+    assert r.restore_s is not None and r.first_step_s is not None
+    assert round(sum(p for p in phases if p is not None), 3) == r.total_s
+
+
+def test_flapping_node_each_fault_is_its_loss_round_not_the_rejoin():
+    """The healed node's rejoin restarts every worker before the next fault: that round is not
+    the fault's recovery (it restored later than the loss round's first step)."""
+    f1, f2 = recoveries(flapping_node())
+    for r in (f1, f2):
+        _assert_consistent(r)
+    assert f1.fault_id == "f1" and f1.injected_at == T0 + 2.4
+    assert (f1.rendezvous_done_at, f1.restored_at, f1.first_step_at) == (T0 + 3.0, T0 + 3.6, T0 + 4.0)
+    assert (f1.rendezvous_s, f1.restore_s, f1.first_step_s, f1.total_s) == (0.6, 0.6, 0.4, 1.6)
+    assert (f1.restored_step, f1.step_before_fault, f1.lost_steps, f1.source) == (20, 20, 0, "local")
+    assert (f1.world_size_before, f1.world_size_after, f1.failed_restarts) == (3, 2, 0)
+    assert f2.fault_id == "f1#2"
+    assert (f2.rendezvous_s, f2.restore_s, f2.first_step_s, f2.total_s) == (1.2, 0.6, 0.4, 2.2)
+    assert (f2.restored_step, f2.step_before_fault, f2.lost_steps) == (58, 60, 2)
+    assert (f2.world_size_before, f2.world_size_after) == (3, 2)
+
+
+def test_failure_seen_before_the_injection_was_recorded_leaves_detection_unmeasured():
+    """The fault log records a kill once `docker kill` returned; the survivors' fatal (0.2 s
+    earlier, after node-2's last step) is the detection, but its delay cannot be measured."""
+    f1, f2 = recoveries(flapping_node())
+    assert f1.detected_at == T0 + 2.2 and f2.detected_at == T0 + 9.6
+    assert f1.detection_s is None and f2.detection_s is None
+    assert f1.rendezvous_s == 0.6                 # from the injection record
+    res = max_recovery_seconds(flapping_node(), Expect(max_recovery_seconds=30), [f1, f2])
+    assert "detection ? + rendezvous 0.60s (from injection) + restore 0.60s + first step 0.40s" in res.reason
+
+
+def test_sign_of_an_earlier_failure_is_not_this_faults_detection():
+    """Before the target's last event the fault had not acted: a fatal then is something else."""
+    h = flapping_node()
+    for e in h.events:
+        if e["event"] == "fatal" and e["ts"] == T0 + 2.2:
+            e["ts"] = T0 + 1.5                     # node-2 still stepped at 2.0
+    h.events.sort(key=lambda e: e["ts"])
+    f1, _ = recoveries(h)
+    assert f1.detected_at is None and f1.detection_s is None and f1.rendezvous_s == 0.6
+
+
+def test_restore_logged_after_the_first_step_is_not_a_negative_phase():
+    """Clocks of different hosts can put a rank's restore after another rank's first step."""
+    h = node_loss()
+    for e in h.events:
+        if e["event"] == "checkpoint_loaded" and e["rank"] == 1:
+            e["ts"] = T0 + 7.05                    # first step at 7.0
+    (r,) = recoveries(h)
+    assert r.restored_at == T0 + 7.05 and r.restore_s is None and r.first_step_s is None
+    assert (r.detection_s, r.rendezvous_s, r.total_s) == (0.25, 1.75, 3.0)
+
+
+def test_failed_start_in_the_rejoin_round_is_not_a_failed_recovery_restart():
+    h = flapping_node()
+    h.events.append({"ts": T0 + 6.45, "event": "fatal", "node": "node-2", "rank": 2, "local_rank": 0,
+                     "world_size": 3, "restart_count": 0, "pid": 9999, "error": "connectFullMesh failed"})
+    h.events.append({"ts": T0 + 3.5, "event": "fatal", "node": "node-0", "rank": 0, "local_rank": 0,
+                     "world_size": 2, "restart_count": 1, "pid": 9998, "error": "connectFullMesh failed"})
+    h.events.sort(key=lambda e: e["ts"])
+    f1, _ = recoveries(h)
+    assert f1.failed_restarts == 1 and f1.total_s == 1.6
