@@ -32,10 +32,14 @@ class FaultLog:
         self.path = Path(path)
         self._lock = threading.Lock()
 
-    def record(self, fault_id: str, fault: str, action: str, target: str, params: dict[str, Any]) -> float:
-        ts = time.time()
-        line = json.dumps({"ts": ts, "id": fault_id, "fault": fault, "action": action,
-                           "target": target, "params": params}, default=str)
+    def record(self, fault_id: str, fault: str, action: str, target: str, params: dict[str, Any],
+               started: float | None = None) -> float:
+        """`ts` is when the action started (a `docker kill` takes effect before the CLI returns, and
+        survivors may notice before it does); `took_s` how long the action took."""
+        now = time.time()
+        ts = now if started is None else started
+        line = json.dumps({"ts": ts, "id": fault_id, "fault": fault, "action": action, "target": target,
+                           "params": params, "took_s": round(now - ts, 3)}, default=str)
         with self._lock, open(self.path, "a") as f:
             f.write(line + "\n")
         return ts
@@ -79,13 +83,15 @@ class Fault:
     def _heal(self) -> None: pass
 
     def inject(self) -> float:
+        started = time.time()
         self._inject()
         self.injected = True
-        return self.ctx.log.record(self.id, self.name, "inject", self.target, self.p.model_dump())
+        return self.ctx.log.record(self.id, self.name, "inject", self.target, self.p.model_dump(), started)
 
     def heal(self) -> float | None:
         if not (self.injected and self.healable):
             return None
+        started = time.time()
         self._heal()
         self.injected = False
-        return self.ctx.log.record(self.id, self.name, "heal", self.target, self.p.model_dump())
+        return self.ctx.log.record(self.id, self.name, "heal", self.target, self.p.model_dump(), started)

@@ -225,6 +225,9 @@ def _add_phases(chart: Chart, recoveries: dict, x) -> None:
     for rec in recoveries.values():
         marks = [rec.get(k) for k in ("injected_at", "detected_at", "rendezvous_done_at", "restored_at",
                                        "first_step_at")]
+        inj, det = marks[0], marks[1]
+        if isinstance(inj, (int, float)) and isinstance(det, (int, float)) and det < inj:
+            marks[1] = inj   # seen before the fault log's record: rendezvous counts from the injection, as in the table
         for name, a, b in zip(("detection", "rendezvous", "restore", "first"), marks, marks[1:]):
             if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b >= a:
                 label = "first step" if name == "first" else name

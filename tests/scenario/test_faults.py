@@ -127,3 +127,21 @@ def test_s3_error_against_the_real_endpoint(tmp_path):
         client.put_object(Bucket="chaosbench", Key="k", Body=b"x")
     finally:
         s3.stop()
+
+
+def test_fault_log_records_when_the_action_started(tmp_path):
+    """A kill takes effect while `docker kill` still runs; survivors can notice before it returns."""
+    import time
+
+    class SlowKill(Stub):
+        def kill_node(self, node):
+            self.started = time.time()
+            time.sleep(0.3)
+            super().kill_node(node)
+
+    cluster = SlowKill(tmp_path)
+    f = make("kill_node", {"node": "node-1"}, cluster, tmp_path / "faults.jsonl")
+    ts = f.inject()
+    (line,) = [json.loads(x) for x in (tmp_path / "faults.jsonl").read_text().splitlines()]
+    assert line["ts"] == ts <= cluster.started
+    assert line["took_s"] >= 0.3
