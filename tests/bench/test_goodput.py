@@ -1,22 +1,15 @@
 """bench/goodput.py's bookkeeping: net progress and which node dies next. No cluster, no timing."""
-import importlib
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from .loader import import_bench
 
 
 @pytest.fixture(scope="module")
 def goodput():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("goodput")
-    finally:
-        sys.path.remove(str(BENCH))
+    yield from import_bench("goodput")
 
 
 def _step(ts, step, node="node-0", pid=1):

@@ -1,21 +1,15 @@
 """bench/recovery_stats.py: a run directory -> breakdown, medians, ratios, table. No timing."""
-import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from .loader import import_bench
 
 
 @pytest.fixture(scope="module")
 def stats():
-    sys.path.insert(0, str(BENCH))
-    try:
-        yield importlib.import_module("recovery_stats")
-    finally:
-        sys.path.remove(str(BENCH))
+    yield from import_bench("recovery_stats")
 
 
 def _ev(ts, event, node="node-0", pid=1, ws=2, **kw):
