@@ -118,6 +118,7 @@ class Server:
             self._reap()
 
     def _spawn(self, conn: socket.socket) -> None:
+        fds: list[int] = []
         try:
             data, fds, _flags, _addr = socket.recv_fds(conn, MAX_MSG, 3)
             req = json.loads(data)
@@ -125,13 +126,15 @@ class Server:
                 raise ValueError(f"expected 3 file descriptors (stdin, stdout, stderr), got {len(fds)}")
         except (OSError, ValueError) as exc:
             _log(f"bad request: {exc}")
+            for fd in fds:
+                os.close(fd)
             conn.close()
             return
         sys.stdout.flush(); sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            self._close_all(keep=conn)
-            _child(req, fds, conn)            # never returns
+            self._close_sockets(conn)         # the worker talks to nobody: its client is watched by pidfd
+            _child(req, fds)                  # never returns
         for fd in fds:
             os.close(fd)
         self.children[pid] = conn
@@ -156,11 +159,11 @@ class Server:
                     pass
                 conn.close()
 
-    def _close_all(self, keep: socket.socket) -> None:
+    def _close_sockets(self, conn: socket.socket) -> None:
         self.listener.close()
         for c in self.children.values():
             c.close()
-        keep.close()
+        conn.close()
 
 
 def _watch_client(client_pid: int) -> None:
@@ -179,13 +182,15 @@ def _watch_client(client_pid: int) -> None:
     threading.Thread(target=wait, name="warm-start-client-watch", daemon=True).start()
 
 
-def _child(req: dict, fds: list[int], conn: socket.socket) -> None:
+def _child(req: dict, fds: list[int]) -> None:
     """The forked worker: become what `python <argv>` would have been, then leave like it."""
     code = 1
     try:
         os.setsid()                            # like torchrun's own workers: a session of its own
-        for sig in (*FORWARDED, signal.SIGCHLD, signal.SIGPIPE):
+        for sig in (*FORWARDED, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # what a fresh interpreter installs
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         for i, fd in enumerate(fds):
             os.dup2(fd, i)
             os.close(fd)

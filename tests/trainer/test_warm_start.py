@@ -84,3 +84,17 @@ def test_server_dies_with_the_launcher(tmp_path):
         time.sleep(0.1)
     else:
         raise AssertionError(f"warm server {pid} outlived its launcher")
+
+
+def test_worker_starts_with_a_fresh_interpreters_signal_handlers(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(textwrap.dedent("""
+        import signal
+        print("int", signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+              "pipe", signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN,
+              "term", signal.getsignal(signal.SIGTERM) == signal.SIG_DFL, flush=True)
+    """))
+    rc, out = _node(tmp_path, f"$WS run {probe}\n")
+    cold = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=60).stdout
+    assert "int True pipe True term True" in cold
+    assert "int True pipe True term True" in out, out
