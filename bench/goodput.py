@@ -137,7 +137,7 @@ def main(argv=None) -> int:
                     help="run one hot spare beyond max_nodes (livelocks on torch 2.15's rendezvous: see docs/recovery.md)")
     ap.add_argument("--spare-in-baseline", action="store_true",
                     help="run the idle spare in the fault-free phase too (same process count)")
-    ap.add_argument("--backend", choices=("local",), default="local")
+    ap.add_argument("--backend", choices=("local", "docker"), default="local")
     ap.add_argument("--start-timeout", type=float, default=240.0)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--keep", type=Path, help="keep run directories under this directory")

@@ -94,6 +94,14 @@ class Cluster(UpDown, abc.ABC):
     def down(self) -> None:
         """Remove everything this cluster started. Idempotent; never raises on already-gone parts."""
 
+    def _check_room_for_node(self) -> None:
+        """add_node's limit. Dead nodes do not count: a lost node's replacement is a new node (a new name)."""
+        live = [n for n in self.node_names() if not self.node_status(n).startswith("exited")]
+        limit = self.spec.max_nodes + self.spec.spare_nodes
+        if len(live) >= limit:
+            raise ClusterError(f"add_node: {len(live)} nodes running = max_nodes={self.spec.max_nodes} + "
+                               f"spare_nodes={self.spec.spare_nodes}; raise cluster max_nodes or spare_nodes")
+
     def _unsupported(self, what: str):
         raise UnsupportedFault(f"backend '{self.backend}' does not support {what}")
 

@@ -318,9 +318,8 @@ class DockerCluster(Cluster):
         docker("unpause", self._svc(service))
 
     def add_node(self) -> str:
+        self._check_room_for_node()
         node = f"node-{len(self._nodes)}"
-        if len(self._nodes) >= self.spec.max_nodes:
-            raise ClusterError(f"add_node: already {len(self._nodes)} nodes = max_nodes={self.spec.max_nodes}")
         self._nodes.append(node)
         self._make_disk(node)
         self._write_files()

@@ -312,12 +312,7 @@ class LocalCluster(Cluster):
     def unpause_service(self, service: str) -> None: self._service_action(service, "unpause")
 
     def add_node(self) -> str:
-        # Dead nodes do not count: a replacement for a lost node is a new node (a new name).
-        live = [n for n in self._nodes if not self.node_status(n).startswith("exited")]
-        limit = self.spec.max_nodes + self.spec.spare_nodes
-        if len(live) >= limit:
-            raise ClusterError(f"add_node: {len(live)} nodes running = max_nodes={self.spec.max_nodes} + "
-                               f"spare_nodes={self.spec.spare_nodes}; raise cluster max_nodes or spare_nodes")
+        self._check_room_for_node()
         node = f"node-{len(self._nodes)}"
         self._nodes.append(node)
         self._make_dirs(node)
