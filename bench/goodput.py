@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recovery import COMMON_TRAINER, TUNED_RDZV, TUNED_TRAINER, _machine  # noqa: E402
+from recovery import COMMON_TRAINER, TUNED_RDZV, TUNED_TRAINER, _machine, _steps_together, _wait  # noqa: E402
 
 from chaosbench.checks.history import History  # noqa: E402
 from chaosbench.checks.recovery import recoveries  # noqa: E402
@@ -52,17 +52,6 @@ def _steps(events: list[dict]) -> list[tuple[float, int, str, int]]:
 
 def _highest_by(steps, t: float) -> int:
     return max((s for ts, s, _n, _p in steps if ts <= t), default=0)
-
-
-def _wait_world(cluster, size: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ev = read_events(cluster.events_dir) if cluster.events_dir.is_dir() else []
-        recent = [e for e in ev if e.get("event") == "step" and e.get("world_size") == size]
-        if len({e.get("node") for e in recent}) >= size and len(recent) >= 10 * size:
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"{size} nodes did not train together within {timeout:.0f}s")
 
 
 def _victim(cluster, killed: set[str], protect: set[str]) -> str:
@@ -91,7 +80,8 @@ def run_phase(name: str, root: Path, args, faulty: bool) -> dict:
     out: dict = {"phase": name}
     with create_cluster(args.backend, spec) as cluster:
         cluster.start_training()
-        _wait_world(cluster, NODES, args.start_timeout)
+        _wait(lambda ev: _steps_together(ev, NODES) >= 10, args.start_timeout,
+              f"{NODES} nodes training together", cluster.events_dir)
         for _ in range(spare):
             cluster.add_node()
         time.sleep(args.settle_s)            # spares finish their imports; steady state

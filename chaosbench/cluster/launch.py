@@ -42,6 +42,12 @@ def keep_alive_problem(rendezvous: str, timeouts: dict) -> str | None:
     return None
 
 
+def warm_start_argv(python: str, launcher: list[str], worker: list[str]) -> list[str]:
+    """The node command with warm start (trainer/warm_start.py): the node server first, then the
+    launcher, whose workers are forks of that server. `worker` is what follows `python` for a worker."""
+    return [python, "-m", "trainer.warm_start", "node", "--", *launcher, "-m", "trainer.warm_start", "run", *worker]
+
+
 def validate(spec: ClusterSpec) -> None:
     from chaosbench.cluster.base import ClusterError
     problems = []
@@ -107,11 +113,8 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         "checkpoint.s3.endpoint_url": s3_url,
         **spec.trainer_overrides,
     }
-    if spec.warm_start:
-        # Workers fork from a per-node server that has torch imported (trainer/warm_start.py):
-        # a restarted worker skips seconds of imports inside the recovery window.
-        argv = [python, "-m", "trainer.warm_start", "node", "--", *argv, "-m", "trainer.warm_start", "run"]
-    argv += ["-m", "trainer.train", "--config", spec.trainer_config]
+    worker = ["-m", "trainer.train", "--config", spec.trainer_config]
     for k, v in overrides.items():
-        argv += ["--set", f"{k}={_fmt(v)}"]
-    return NodePlan(argv, env)
+        worker += ["--set", f"{k}={_fmt(v)}"]
+    # Warm start: a restarted worker skips seconds of imports inside the recovery window.
+    return NodePlan(warm_start_argv(python, argv, worker) if spec.warm_start else argv + worker, env)

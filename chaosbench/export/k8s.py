@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from chaosbench.cluster.launch import warm_start_argv
 from chaosbench.doctor.target import DoctorInputError, apply_overrides
 
 C10D_PORT = 29400
@@ -187,9 +188,8 @@ def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, i
     worker = ["-m", "trainer.train", "--config", f"{CONFIG_MOUNT}/trainer.yaml"]
     if trainer.get("command"):
         command = list(trainer["command"])
-    elif cl.get("warm_start", True):   # as the cluster backends run it (chaosbench/cluster/launch.py)
-        command = ["python", "-m", "trainer.warm_start", "node", "--", *torchrun, "-m", "trainer.warm_start", "run",
-                   *worker]
+    elif cl.get("warm_start", True):   # as the cluster backends run it
+        command = warm_start_argv("python", torchrun, worker)
     else:
         command = torchrun + worker
     env = [{"name": "NODE_RANK", "valueFrom": {"fieldRef": {
