@@ -52,13 +52,14 @@ COMMON_TRAINER = {"training.max_steps": 10**7, "training.step_sleep_s": STEP_SLE
 
 @dataclass(frozen=True)
 class Case:
-    kind: str    # stock | tuned | tuned-cold | trainer-defaults
+    kind: str    # stock | stock-liveness | tuned | tuned-cold | tuned-polling | trainer-defaults
     rdzv: str
     fault: str   # kill | pause
 
     @property
     def label(self) -> str:
         name = {"stock": "stock torchrun+toy", "tuned": "tuned trainer", "tuned-cold": "tuned, cold start",
+                "tuned-polling": "tuned, no liveness", "stock-liveness": "stock toy + liveness",
                 "trainer-defaults": "trainer, default rdzv"}[self.kind]
         return f"{name}, {self.fault}"
 
@@ -90,19 +91,22 @@ def _wait(pred, timeout: float, what: str, events_dir: Path) -> list[dict]:
 def _make_cluster(case: Case, run_dir: Path, backend: str):
     if case.kind == "stock":
         return StockCluster(run_dir, case.rdzv, step_sleep=STEP_SLEEP)
-    tuned = case.kind in ("tuned", "tuned-cold")
+    if case.kind == "stock-liveness":
+        return StockCluster(run_dir, case.rdzv, step_sleep=STEP_SLEEP, liveness=True)
+    tuned = case.kind in ("tuned", "tuned-cold", "tuned-polling")
     spec = ClusterSpec(warm_start=case.kind != "tuned-cold",
                        run_id=f"rb{run_dir.name.replace('-', '')}"[:40], run_dir=run_dir, nodes=2, min_nodes=1,
                        max_nodes=2, rendezvous=case.rdzv, max_restarts=10,
                        trainer_overrides={**COMMON_TRAINER, **(TUNED_TRAINER if tuned else {})},
-                       rdzv_timeouts=dict(TUNED_RDZV) if tuned else {})
+                       rdzv_timeouts=({**TUNED_RDZV, **({"liveness_ttl": 0} if case.kind == "tuned-polling" else {})}
+                                      if tuned else {}))
     return create_cluster(backend, spec)
 
 
 def run_rep(case: Case, idx: int, root: Path, args) -> Rep:
     run_dir = root / f"{case.slug}-{idx}"
     run_dir.mkdir(parents=True)
-    cluster = _make_cluster(case, run_dir, "local" if case.kind == "stock" else args.backend)
+    cluster = _make_cluster(case, run_dir, "local" if case.kind.startswith("stock") else args.backend)
     note, load = "", None
     with cluster:
         cluster.start_training()
@@ -134,6 +138,10 @@ def _cases(args) -> list[Case]:
             out.append(Case("tuned", rdzv, fault))
             if args.cold and fault == "kill":
                 out.append(Case("tuned-cold", rdzv, fault))
+            if args.polling and rdzv == "etcd-v3":
+                out.append(Case("tuned-polling", rdzv, fault))
+                if fault == "kill" and not args.skip_stock:
+                    out.append(Case("stock-liveness", rdzv, fault))
             if args.trainer_defaults and fault == "kill":
                 out.append(Case("trainer-defaults", rdzv, fault))
     return out
@@ -169,6 +177,9 @@ def main(argv=None) -> int:
     ap.add_argument("--trainer-defaults", action="store_true", help="add the trainer with default rdzv settings")
     ap.add_argument("--cold", action="store_true",
                     help="add the tuned trainer without warm start (every worker a fresh `python -m trainer.train`)")
+    ap.add_argument("--polling", action="store_true",
+                    help="etcd-v3 only: add the tuned trainer without liveness (liveness_ttl=0, torch's polling "
+                         "rendezvous) and the stock toy with liveness (torch's default settings otherwise)")
     ap.add_argument("--skip-stock", action="store_true", help="quick look: no stock baseline (no ratio)")
     ap.add_argument("--warm-steps", type=int, default=12, help="steps both nodes complete together before the fault")
     ap.add_argument("--start-timeout", type=float, default=240.0)

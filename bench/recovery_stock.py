@@ -27,8 +27,9 @@ class StockCluster(UpDown):
     backend = "local"
 
     def __init__(self, run_dir: Path, rendezvous: str, nodes: int = 2, step_sleep: float = 0.02,
-                 ckpt_every: int = 5):
+                 ckpt_every: int = 5, liveness: bool = False):
         self.run_dir, self.rdzv, self.nodes = Path(run_dir), rendezvous, nodes
+        self.liveness = liveness
         self.step_sleep, self.ckpt_every = step_sleep, ckpt_every
         self.token = uuid.uuid4().hex
         self.run_id = f"stock{self.token[:10]}"
@@ -62,6 +63,10 @@ class StockCluster(UpDown):
             # Not a tuning: on one machine both agents match the endpoint host; name the store's
             # host so the killed node (node-1) is never the one holding the rendezvous store.
             argv.append(f"--rdzv-conf=is_host={'true' if node == 'node-0' else 'false'}")
+        elif self.rdzv == "etcd-v3" and not self.liveness:
+            # The baseline is torch's dynamic rendezvous as shipped: polling, no liveness leases
+            # (chaosbench's etcd-v3 backend turns them on by default).
+            argv.append("--rdzv-conf=liveness_ttl=0")
         return argv + [str(REPO / "bench" / "toy_ddp.py"), "--ckpt-dir", str(self.run_dir / "ckpt"),
                        "--ckpt-every", str(self.ckpt_every), "--step-sleep", str(self.step_sleep)]
 

@@ -22,6 +22,10 @@ class EtcdV3RendezvousBackend(RendezvousBackend):
         return "etcd-v3"
 
     @property
+    def connection(self) -> EtcdV3Connection:
+        return self._conn
+
+    @property
     def key(self) -> str:
         return self._key
 

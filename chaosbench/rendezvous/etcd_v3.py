@@ -15,6 +15,9 @@ keep_alive_interval, keep_alive_max_attempt, cas_backoff_max_seconds):
   connect_timeout seconds to wait for etcd when the handler is created (default 10)
   key_prefix     where keys live (default /chaosbench/rdzv; see chaosbench.rendezvous.layout)
   store_timeout  seconds a store get/wait may block (default 300)
+  liveness_ttl   seconds of the lease behind each node's liveness key (default 2; whole seconds, etcd
+                 raises it to its minimum); 0 turns liveness off (torch's polling only). See
+                 chaosbench.rendezvous.watched for what it changes.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from torch.distributed.elastic.rendezvous.api import RendezvousHandler, Rendezvo
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import create_handler
 from torch.distributed.elastic.rendezvous.utils import parse_rendezvous_endpoint
 
-from chaosbench.rendezvous.layout import DEFAULT_V3_PREFIX, check_run_id, v3_store_prefix
+from chaosbench.rendezvous.layout import DEFAULT_V3_PREFIX, check_run_id, v3_run_prefix, v3_store_prefix
 
 DEFAULT_PORT = 2379
 
@@ -70,9 +73,20 @@ def create_backend(params: RendezvousParameters):
 
 def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
     from chaosbench.rendezvous.handler import round_store
+    from chaosbench.rendezvous.liveness import Liveness
+    from chaosbench.rendezvous.watched import with_liveness
 
+    ttl = _float(params, "liveness_ttl", 2)
+    if ttl != int(ttl):
+        raise ValueError(f"--rdzv-conf liveness_ttl={params.get('liveness_ttl')!r}: etcd leases have whole "
+                         f"seconds; give e.g. liveness_ttl=2, or 0 to turn liveness off")
     backend, store = create_backend(params)
-    return round_store(create_handler(store, backend, params))
+    handler = round_store(create_handler(store, backend, params))
+    if not ttl:
+        return handler
+    run_prefix = v3_run_prefix(params.run_id, params.get("key_prefix", DEFAULT_V3_PREFIX))
+    liveness = Liveness(backend.connection, run_prefix, backend.key, repr(handler._this_node), int(ttl))
+    return with_liveness(handler, liveness)
 
 
 def handler_creator() -> Callable[[RendezvousParameters], RendezvousHandler]:

@@ -2,6 +2,7 @@
 
 v3 (ours):  {prefix}/{run_id}/state          the DynamicRendezvous state (CAS on mod_revision)
             {prefix}/{run_id}/store/{key}    the c10d store keys of that run
+            {prefix}/{run_id}/alive/{node}   one per live agent, on a short lease (liveness.py)
 v2 (torch): /torch/elastic/rendezvous/{run_id}          etcd-v2 backend state (one key)
             /torch/elastic/store/{base64 key}           etcd-v2 store (shared by all runs)
             /torchelastic/p2p/run_{run_id}/...          etcd (legacy) backend, state and store

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from chaosbench.cluster import owner
+
 WORKER = Path(__file__).with_name("rdzv_worker.py")
 
 # Short timeouts so a lost node is noticed in seconds (defaults are minutes).
@@ -65,6 +67,9 @@ class Node:
         env = dict(os.environ, RDZV_TEST_NODE=self.name, GLOO_SOCKET_IFNAME="lo",
                    PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python", OMP_NUM_THREADS="1",
                    LOGLEVEL="INFO", **self.env)
+        # Owner-tagged like a cluster's processes: if pytest dies before the fixture stops them,
+        # the next cluster start reaps them (chaosbench.cluster.local_backend.sweep).
+        env[owner.OWNER_ENV] = owner.token()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -1,0 +1,174 @@
+"""Who is alive in an etcd-v3 rendezvous, learned from etcd leases and one watch instead of polling.
+
+Each agent holds a short lease (rdzv-conf ``liveness_ttl``, default 2 s) carrying one key,
+``{run}/alive/{node}``, refreshed four times per TTL. A node that dies, freezes or loses etcd stops
+refreshing; etcd deletes its key when the lease runs out and every other agent sees the delete at
+once through its watch on the run's keys. The same watch reports each write of the rendezvous state,
+so an agent waiting for the state to change is woken when it changes.
+
+Only a delete marks a node dead. A key that is merely missing (a broken watch, a wiped etcd) marks
+nobody; then the rendezvous falls back to torch's own keep-alive expiry, as without liveness. A
+delete also marks nobody while our own lease is in doubt (no refresh for half a TTL, or our key
+deleted in the same batch): a link to etcd that was cut expires everyone's lease, not only the dead.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from chaosbench.rendezvous.connection import EtcdV3Connection
+
+log = logging.getLogger(__name__)
+
+
+class Liveness:
+    def __init__(self, conn: EtcdV3Connection, run_prefix: str, state_key: str, node: str, ttl: int):
+        if ttl < 1:
+            raise ValueError(f"--rdzv-conf liveness_ttl={ttl}: give whole seconds >= 1 (or 0 to turn it off)")
+        self._conn = conn
+        self._client = conn.client
+        self._run_prefix = run_prefix
+        self._alive_prefix = run_prefix + "alive/"
+        self._state_key = state_key
+        self.node = node
+        self.ttl = ttl
+        self._lease_id: int | None = None
+        self._refreshed_at = 0.0     # monotonic time of our last refresh that etcd answered
+        self._cond = threading.Condition()
+        self._alive: set[str] = set()
+        self._dead: set[str] = set()
+        self._version = 0            # bumped on every change of the state key or of who is alive
+        self._watch_id = None
+        self._watch_ok = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._keep, name=f"rdzv-liveness-{node}", daemon=True)
+
+    # -- what the rendezvous asks ------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def dead(self) -> frozenset[str]:
+        with self._cond:
+            return frozenset(self._dead)
+
+    def alive(self) -> frozenset[str] | None:
+        """The nodes with a live key, or None while the watch is broken (then we know nothing)."""
+        with self._cond:
+            return frozenset(self._alive) if self._watch_ok else None
+
+    def wait_for_change(self, since: int, timeout: float) -> bool:
+        """Block until something changed after `since` (a `version`), at most `timeout` seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._version != since or self._stop.is_set(), timeout)
+
+    # -- life cycle --------------------------------------------------------------------------
+    def start(self) -> "Liveness":
+        """Publish our key and watch the others' before the first rendezvous write, so whoever sees
+        our join in the state has seen our key first (one watch delivers in revision order)."""
+        self._conn.call("publishing this node's liveness key", self._publish)
+        self._conn.call("watching the rendezvous keys", self._resync)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Leave: revoke the lease, so the others learn at once that we are gone."""
+        self._stop.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._watch_id is not None:
+            try:
+                self._client.cancel_watch(self._watch_id)
+            except Exception:  # leaving must not fail on a gone etcd
+                pass
+        if self._lease_id is not None:
+            try:
+                self._client.revoke_lease(self._lease_id)
+            except Exception:
+                pass
+
+    # -- our own key -------------------------------------------------------------------------
+    def _publish(self) -> None:
+        lease = self._client.lease(self.ttl)
+        if lease.ttl != self.ttl:   # etcd raises TTLs below its minimum (2 s with default settings)
+            log.info("etcd granted a %s s liveness lease (asked for %s s)", lease.ttl, self.ttl)
+        self._client.put(self._alive_prefix + self.node, self.node.encode(), lease=lease.id)
+        self._lease_id = lease.id
+        self._refreshed_at = time.monotonic()
+
+    def _refresh(self) -> None:
+        if self._lease_id is None:
+            self._publish()
+            return
+        responses = list(self._client.refresh_lease(self._lease_id))
+        if not responses or responses[-1].TTL <= 0:
+            # Our lease ran out (we were frozen, or cut from etcd, longer than the TTL): the others
+            # may have dropped us; a fresh key tells them we are back.
+            log.warning("liveness lease of %s expired; publishing again", self.node)
+            self._lease_id = None
+            self._publish()
+            return
+        self._refreshed_at = time.monotonic()
+
+    def _keep(self) -> None:
+        interval = self.ttl / 4
+        failing_since = None
+        while not self._stop.wait(interval):
+            try:
+                self._refresh()
+                if not self._watch_ok:
+                    self._resync()
+                failing_since = None
+            except Exception as exc:  # etcd down or restarting: keep trying, say so once
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.warning("liveness of %s: etcd at %s failed (%s); retrying", self.node,
+                                self._conn.endpoint, exc)
+                if self._conn.is_lease_not_found(exc):
+                    self._lease_id = None
+
+    # -- everybody's keys --------------------------------------------------------------------
+    def _resync(self) -> None:
+        """Read who is alive now and watch for changes from exactly that revision on."""
+        response = self._client.get_prefix_response(self._alive_prefix)
+        alive = {kv.key.decode()[len(self._alive_prefix):] for kv in response.kvs}
+        with self._cond:
+            self._alive = alive
+            self._dead -= alive
+            self._watch_ok = True
+            self._version += 1
+            self._cond.notify_all()
+        self._watch_id = self._client.add_watch_prefix_callback(
+            self._run_prefix, self._on_watch, start_revision=response.header.revision + 1)
+
+    def _on_watch(self, response) -> None:
+        events = getattr(response, "events", None)
+        with self._cond:
+            if events is None:           # an error: the watch is gone; _keep re-reads and re-watches
+                log.warning("liveness watch of %s broke (%s); re-reading", self.node, response)
+                self._watch_ok = False
+                self._version += 1
+                self._cond.notify_all()
+                return
+            deleted = {e.key.decode()[len(self._alive_prefix):] for e in events
+                       if isinstance(e, self._conn.etcd3.events.DeleteEvent)}
+            trusted = self.node not in deleted and time.monotonic() - self._refreshed_at <= self.ttl / 2
+            changed = False
+            for event in events:
+                key = event.key.decode()
+                if key.startswith(self._alive_prefix):
+                    node = key[len(self._alive_prefix):]
+                    if isinstance(event, self._conn.etcd3.events.DeleteEvent):
+                        self._alive.discard(node)
+                        if node != self.node and trusted:
+                            self._dead.add(node)
+                    else:
+                        self._alive.add(node)
+                        self._dead.discard(node)
+                    changed = True
+                elif key == self._state_key:
+                    changed = True
+            if changed:
+                self._version += 1
+                self._cond.notify_all()
