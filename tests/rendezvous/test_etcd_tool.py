@@ -33,6 +33,7 @@ def _real_run(endpoint, run_id, close):
         handler.shutdown()                    # a finished run: closed state left behind
     else:
         handler._stop_heartbeats()            # a run whose node died: heartbeats stop
+        handler._liveness.stop()              # and its liveness key goes
 
 
 def _v2_put(endpoint, key, value):

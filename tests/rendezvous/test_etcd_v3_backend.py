@@ -125,3 +125,4 @@ def test_torch_finds_the_backend_through_the_entry_point(etcd):
     handler = get_rendezvous_handler(_params(etcd.endpoint, "ep"))
     assert isinstance(handler, RoundStoreRendezvousHandler)
     assert handler.get_backend() == "etcd-v3"
+    handler._liveness.stop()   # its lease refresher would outlive the test
