@@ -113,18 +113,18 @@ class Liveness:
 
     def _keep(self) -> None:
         interval = self.ttl / 4
-        failing_since = None
+        failing = False
         while not self._stop.wait(interval):
             try:
                 self._refresh()
                 if not self._watch_ok:
                     self._resync()
-                failing_since = None
+                failing = False
             except Exception as exc:  # etcd down or restarting: keep trying, say so once
-                if failing_since is None:
-                    failing_since = time.monotonic()
+                if not failing:
                     log.warning("liveness of %s: etcd at %s failed (%s); retrying", self.node,
                                 self._conn.endpoint, exc)
+                failing = True
                 if self._conn.is_lease_not_found(exc):
                     self._lease_id = None
 

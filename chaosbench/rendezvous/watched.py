@@ -37,7 +37,8 @@ _MIN_READ_GAP = 0.05    # at most 20 state reads/s per agent however often other
 
 class LivenessStateHolder(_BackendRendezvousStateHolder):
     _liveness: Liveness
-    seen_version: int = 0
+    seen_version: int = 0     # liveness version taken at the last sync
+    synced_at: float = 0.0    # monotonic time of the last sync
 
     def sync(self):
         version = self._liveness.version   # taken before reading: a later change wakes the waiter
@@ -124,7 +125,6 @@ def with_liveness(handler: RoundStoreRendezvousHandler, liveness: Liveness) -> L
                         f"{type(executor).__name__}); run with --rdzv-conf liveness_ttl=0")
     holder.__class__ = LivenessStateHolder
     holder._liveness = liveness
-    holder.synced_at = 0.0
     executor.__class__ = WatchedOpExecutor
     executor._liveness = liveness
     handler.__class__ = LivenessRendezvousHandler
