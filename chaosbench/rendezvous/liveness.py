@@ -151,24 +151,17 @@ class Liveness:
                 self._version += 1
                 self._cond.notify_all()
                 return
-            deleted = {e.key.decode()[len(self._alive_prefix):] for e in events
-                       if isinstance(e, self._conn.etcd3.events.DeleteEvent)}
-            trusted = self.node not in deleted and time.monotonic() - self._refreshed_at <= self.ttl / 2
-            changed = False
-            for event in events:
-                key = event.key.decode()
-                if key.startswith(self._alive_prefix):
-                    node = key[len(self._alive_prefix):]
-                    if isinstance(event, self._conn.etcd3.events.DeleteEvent):
-                        self._alive.discard(node)
-                        if node != self.node and trusted:
-                            self._dead.add(node)
-                    else:
-                        self._alive.add(node)
-                        self._dead.discard(node)
-                    changed = True
-                elif key == self._state_key:
-                    changed = True
-            if changed:
+            keys = [(e.key.decode(), isinstance(e, self._conn.etcd3.events.DeleteEvent)) for e in events]
+            nodes = [(k[len(self._alive_prefix):], gone) for k, gone in keys if k.startswith(self._alive_prefix)]
+            trusted = (self.node, True) not in nodes and time.monotonic() - self._refreshed_at <= self.ttl / 2
+            for node, gone in nodes:
+                if gone:
+                    self._alive.discard(node)
+                    if node != self.node and trusted:
+                        self._dead.add(node)
+                else:
+                    self._alive.add(node)
+                    self._dead.discard(node)
+            if nodes or any(k == self._state_key for k, _ in keys):
                 self._version += 1
                 self._cond.notify_all()
