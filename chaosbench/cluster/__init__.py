@@ -1,4 +1,4 @@
-"""Cluster backends: `create_cluster("docker" | "local", spec)` and what each needs to run here."""
+"""Cluster backends: `create_cluster("docker" | "local" | "slurm", spec)` and what each needs to run here."""
 from __future__ import annotations
 
 import os
@@ -17,7 +17,8 @@ def available_backends() -> dict[str, str | None]:
     local = None
     if not (os.path.exists(ETCD_BINARY) or shutil.which(ETCD_BINARY)):
         local = f"etcd binary not found at {ETCD_BINARY} (apt-get install etcd-server, or set CHAOSBENCH_ETCD_BINARY)"
-    return {"docker": docker_unusable(), "local": local}
+    from chaosbench.cluster.slurm.commands import unusable as slurm_unusable
+    return {"docker": docker_unusable(), "local": local, "slurm": slurm_unusable()}
 
 
 def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
@@ -25,6 +26,7 @@ def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
 
     docker options: image= (node image tag; default: build/reuse it), toxiproxy_image= (a real
     Toxiproxy image; default: ours, or $CHAOSBENCH_TOXIPROXY_IMAGE), gpus= (default: auto-detect).
+    slurm options: partition=, account=, time_limit=, gpus_per_node=, sbatch_options= (docs/slurm.md).
     """
     if backend == "docker":
         from chaosbench.cluster.docker_backend import DockerCluster
@@ -34,4 +36,7 @@ def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
         if options:
             raise ClusterError(f"backend 'local' takes no options (got {', '.join(options)})")
         return LocalCluster(spec)
-    raise ClusterError(f"unknown cluster backend {backend!r}; valid backends: docker, local")
+    if backend == "slurm":
+        from chaosbench.cluster.slurm.backend import SlurmCluster
+        return SlurmCluster(spec, **options)
+    raise ClusterError(f"unknown cluster backend {backend!r}; valid backends: docker, local, slurm")

@@ -1,0 +1,385 @@
+"""`--backend slurm`: one allocation of the scenario's nodes, one `srun` step per node.
+
+The harness runs on a login node (or reaches one through $CHAOSBENCH_SLURM_LOGIN). etcd, the fault
+proxy and S3 run beside the harness, bound to $CHAOSBENCH_SLURM_SERVICE_HOST (an address the nodes
+reach). Events come back live through a shared filesystem ($CHAOSBENCH_SLURM_SHARED: the same path
+on the harness and on every node, like a site's NFS/Lustre); each step's output is the srun client's
+output, written into run_dir/logs. Faults use Slurm's own means: `scancel --signal` of a node's step
+(signals its whole process tree), and `srun --overlap` steps for iptables and disk fills.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from chaosbench.cluster import owner as owner_mod
+from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.launch import node_plan, validate
+from chaosbench.cluster.lifecycle import track, untrack
+from chaosbench.cluster.local_backend import _Service, python_services
+from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
+from chaosbench.cluster.slurm.commands import Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv, srun_argv
+from chaosbench.services.etcd_server import EtcdServer
+from chaosbench.services.ports import free_port
+
+C10D_PORT = 29400
+# Permission each network fault needs on the nodes; a site that forbids it sets
+# $CHAOSBENCH_SLURM_FORBID (comma list of fault primitives) and the run is refused up front.
+NETWORK_FAULTS = ("partition", "heal_network")
+FORBID_ENV = "CHAOSBENCH_SLURM_FORBID"
+PERMISSIONS = {"partition": "root + CAP_NET_ADMIN in the job's steps (iptables)",
+               "heal_network": "root + CAP_NET_ADMIN in the job's steps (iptables)",
+               "fill_nvme": "a size-limited node-local scratch filesystem",
+               "free_nvme": "a size-limited node-local scratch filesystem"}
+_ALL = frozenset({"kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
+                  "partition", "heal_network", "fill_nvme", "free_nvme", "nvme_dir", "wipe_node_storage",
+                  "add_node"})
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(f"CHAOSBENCH_SLURM_{name}", default)
+
+
+def supported() -> frozenset[str]:
+    forbidden = {f.strip() for f in (_env("FORBID") or "").split(",") if f.strip()}
+    return _ALL - forbidden
+
+
+class SlurmCluster(Cluster):
+    backend = "slurm"
+    supported_faults = _ALL    # the instance's drops what the site forbids ($CHAOSBENCH_SLURM_FORBID)
+
+    def __init__(self, spec: ClusterSpec, partition: str | None = None, account: str | None = None,
+                 time_limit: str | None = None, gpus_per_node: int | None = None,
+                 sbatch_options: list[str] | None = None):
+        validate(spec)
+        super().__init__(spec)
+        self.supported_faults = supported()
+        self.slurm = Slurm()
+        self.run_dir = Path(spec.run_dir).resolve()
+        slug = re.sub(r"[^a-z0-9]+", "", spec.run_id.lower())[:20]
+        self.project = f"cb{slug}{uuid.uuid4().hex[:8]}"
+        shared = _env("SHARED")
+        if not shared:
+            raise ClusterError("backend 'slurm' needs a filesystem shared by this host and the nodes: set "
+                               "CHAOSBENCH_SLURM_SHARED to a directory with the same path on both")
+        self.shared = Path(shared) / self.project
+        self.python = _env("PYTHON", "python3")
+        self.srcdir = _env("SRCDIR", str(Path(__file__).resolve().parents[3]))
+        self.scratch = _env("SCRATCH", "/tmp")            # node-local disk, the NVMe tier
+        self.scratch_view = _env("SCRATCH_VIEW")          # '{host}' -> that node's scratch seen from here
+        self.service_host = _env("SERVICE_HOST", "127.0.0.1")
+        self.alloc = Allocation(
+            nodes=max(spec.nodes, spec.max_nodes) + spec.spare_nodes, job_name=f"chaosbench-{self.project}",
+            partition=partition or _env("PARTITION"), account=account or _env("ACCOUNT"),
+            time=time_limit or _env("TIME"), gpus_per_node=gpus_per_node,
+            extra=[*(sbatch_options or []), *(_env("SBATCH_OPTIONS") or "").split()])
+        self.job_id: str | None = None
+        self.hosts: list[str] = []
+        self._nodes = [f"node-{i}" for i in range(spec.nodes)]
+        self._host_of: dict[str, str] = {}
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._paused: set[str] = set()
+        self.steps: dict[str, list[str]] = {}               # node -> its step ids, oldest first
+        self.etcd: EtcdServer | None = None
+        self._services: dict[str, _Service] = {}
+        self._ports: dict[str, int] = {}
+
+    @property
+    def refusal_hint(self) -> str:
+        """Why a fault is missing here: the permission the site withholds (said before allocating)."""
+        gone = sorted(_ALL - self.supported_faults)
+        return "".join(f"; {f} is forbidden at this site (${FORBID_ENV}); it needs {PERMISSIONS.get(f, 'a permission')}"
+                       for f in gone)
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def up(self) -> None:
+        track(self)
+        sweep(self.slurm)
+        for d in ("events", "logs", "nodes"):
+            (self.run_dir / d).mkdir(parents=True, exist_ok=True)
+        (self.shared / "events").mkdir(parents=True, exist_ok=True)
+        self._start_services()
+        self.alloc.comment = owner_mod.token()
+        self.job_id = parse_job_id(self.slurm.run(*sbatch_argv(self.alloc)))
+        self._record()
+        self.hosts = self._wait_running()
+        for node, host in zip(self._nodes, self.hosts):
+            self._host_of[node] = host
+        self._record()
+
+    def _start_services(self) -> None:
+        h = self.service_host
+        self.etcd = EtcdServer(self.run_dir / "nodes" / "etcd-data", host=h, name=f"etcd-{self.project}")
+        self.etcd.start()
+        for name in ("s3", "proxy", "proxy_etcd", "proxy_s3"):
+            self._ports[name] = free_port(h)
+        logs = self.run_dir / "logs"
+        self._services = python_services(h, self._ports, logs)
+        for svc in self._services.values():
+            svc.start()
+        hint = f"; see {logs}"
+        wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60, hint)
+        wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30, hint)
+        create_routes(self.proxy_api, {
+            "etcd": (f"{h}:{self._ports['proxy_etcd']}", self.etcd.endpoint),
+            "s3": (f"{h}:{self._ports['proxy_s3']}", f"{h}:{self._ports['s3']}")})
+        wait_until("etcd through the proxy", lambda: etcd_ready(f"http://{h}:{self._ports['proxy_etcd']}"), 30, hint)
+
+    def _wait_running(self, timeout: float = 300) -> list[str]:
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            out = self.slurm.run("squeue", "-h", "-j", self.job_id, "-o", "%T|%N|%r", check=False).strip()
+            state, nodelist, reason = (out.split("|") + ["", "", ""])[:3]
+            if state == "RUNNING":
+                return self.slurm.run("scontrol", "show", "hostnames", nodelist).split()
+            if not out or state in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "COMPLETED"):
+                raise ClusterError(f"Slurm job {self.job_id} ended before starting ({state or 'gone'})")
+            time.sleep(0.5)
+        raise ClusterError(f"Slurm job {self.job_id} not running after {timeout:g} s (state {state}; "
+                           f"check partition/account/nodes with `squeue -j {self.job_id}`)")
+
+    def _record(self) -> None:
+        (self.run_dir / "slurm.json").write_text(json.dumps(self.record(), indent=1))
+
+    def record(self) -> dict:
+        """Slurm ids for the run record (harness.json): the job, each node's host and steps."""
+        return {"job_id": self.job_id, "hosts": dict(self._host_of), "steps": dict(self.steps)}
+
+    def _node_dirs(self, node: str) -> tuple[str, str]:
+        return (f"{self.scratch}/chaosbench-{self.project}/{node}/nvme",
+                f"/dev/shm/chaosbench-{self.project}/{node}")
+
+    def _launch(self, node: str) -> None:
+        host = self._host_of[node]
+        endpoint = (f"{self._host_of['node-0']}:{C10D_PORT}" if self.spec.rendezvous == "c10d"
+                    else f"{self.service_host}:{self._ports['proxy_etcd']}")
+        nvme, memory = self._node_dirs(node)
+        plan = node_plan(self.spec, node, python=self.python, rdzv_endpoint=endpoint,
+                         s3_url=f"http://{self.service_host}:{self._ports['proxy_s3']}",
+                         events_dir=str(self.events_dir), nvme_dir=nvme, memory_dir=memory)
+        argv = ["sh", "-c", 'mkdir -p "$0" "$1" && shift && exec "$@"', nvme, memory, *plan.argv]
+        cwd = plan.cwd or self.srcdir
+        with open(self.run_dir / "logs" / f"{node}.log", "ab") as log:
+            self._procs[node] = self.slurm.popen(srun_argv(self.job_id, host, node, plan.env, argv, cwd), log)
+        self._paused.discard(node)
+        self._await_step(node)
+
+    def _await_step(self, node: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        known = set(self.steps.get(node, []))
+        while time.monotonic() < deadline:
+            steps = parse_steps(self.slurm.run("squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"))
+            step = steps.get(node)
+            if step and step not in known:
+                self.steps.setdefault(node, []).append(step)
+                self._record()
+                return
+            if self._procs[node].poll() is not None:
+                raise ClusterError(f"{node}: srun exited ({self._procs[node].returncode}) before its step "
+                                   f"started; see {self.run_dir / 'logs' / (node + '.log')}")
+            time.sleep(0.3)
+        raise ClusterError(f"{node}: no Slurm step after {timeout:g} s")
+
+    def start_training(self) -> None:
+        for node in self._nodes:
+            self._launch(node)
+
+    def node_names(self) -> list[str]:
+        return list(self._nodes)
+
+    def node_status(self, node: str) -> str:
+        proc = self._procs.get(node)
+        if proc is None:
+            return "absent"
+        code = proc.poll()
+        if code is not None:
+            return f"exited:{code}"
+        return "paused" if node in self._paused else "running"
+
+    @property
+    def events_dir(self) -> Path:
+        return self.shared / "events"
+
+    @property
+    def proxy_api(self) -> str:
+        return f"http://{self.service_host}:{self._ports['proxy']}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.service_host}:{self._ports['s3']}"
+
+    def collect(self) -> None:
+        exits = {n: {"status": self.node_status(n), "exit_code": p.returncode, "host": self._host_of.get(n),
+                     "steps": self.steps.get(n, [])} for n, p in self._procs.items()}
+        (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
+
+    def down(self) -> None:
+        try:
+            if self.job_id:
+                try:
+                    self.slurm.run("scancel", self.job_id, timeout=60)   # every step, and the job
+                    self._wait_gone()
+                except ClusterError:
+                    pass
+            for proc in self._procs.values():
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)   # the srun client, once its job is gone
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            for svc in self._services.values():
+                svc.stop()
+            if self.etcd is not None:
+                self.etcd.stop()
+            shutil.rmtree(self.shared, ignore_errors=True)   # the runner copied the events out already
+        finally:
+            untrack(self)
+
+    def _wait_gone(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.slurm.run("squeue", "-h", "-j", self.job_id, "-o", "%i", check=False).strip():
+                return
+            time.sleep(0.5)
+
+    # -- faults ----------------------------------------------------------------------------
+    def _step(self, node: str) -> str:
+        if node not in self._nodes:
+            raise ClusterError(f"unknown node {node!r}; nodes: {', '.join(self._nodes)}")
+        if not self.steps.get(node):
+            raise ClusterError(f"{node} has no Slurm step")
+        return self.steps[node][-1]
+
+    def _signal(self, node: str, sig: str) -> None:
+        self.slurm.run("scancel", f"--signal={sig}", self._step(node))
+
+    def _on_node(self, node: str, *argv: str, timeout: float = 120) -> str:
+        """A short extra step on the node's host, beside its training step."""
+        self._step(node)
+        return self.slurm.run("srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
+                              f"--nodelist={self._host_of[node]}", "--job-name=chaosbench-fault",
+                              *argv, timeout=timeout)
+
+    def kill_node(self, node: str) -> None:
+        if self.node_status(node) == "paused":
+            self._signal(node, "CONT")
+        self._signal(node, "KILL")   # slurmstepd signals every process of the step: workers too
+        try:
+            self._procs[node].wait(timeout=30)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"kill_node({node}): step {self._step(node)} still running 30 s after SIGKILL") from exc
+        self._lose_memory(node)
+
+    def _lose_memory(self, node: str) -> None:
+        """A dead node's RAM is gone: its shared-memory snapshots must not survive into its restart
+        (docker recreates a container's /dev/shm on start; here the host stays up)."""
+        self._on_node(node, "rm", "-rf", self._node_dirs(node)[1])
+
+    def stop_node(self, node: str) -> None:
+        self._signal(node, "TERM")   # torchrun forwards it to its workers
+        try:
+            self._procs[node].wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.kill_node(node)
+            return
+        self._lose_memory(node)
+
+    def start_node(self, node: str) -> None:
+        self._step(node)
+        if self.node_status(node) in ("running", "paused"):
+            raise ClusterError(f"start_node({node}): it is still {self.node_status(node)}")
+        self._launch(node)
+
+    def kill_worker(self, node: str, local_rank: int = 0) -> None:
+        script = ("import os,signal\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
+                  "    try: env = open(f'/proc/{p}/environ','rb').read().split(b'\\0')\n"
+                  "    except OSError: continue\n"
+                  f"    if b'LOCAL_RANK={local_rank}' in env and b'CHAOSBENCH_RUN_ID={self.spec.run_id}' in env:\n"
+                  "        os.kill(int(p), signal.SIGKILL); print(p)\n")
+        if not self._on_node(node, self.python, "-c", script).strip():
+            raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
+
+    def pause_node(self, node: str) -> None:
+        self._signal(node, "STOP")
+        self._paused.add(node)
+
+    def unpause_node(self, node: str) -> None:
+        self._signal(node, "CONT")
+        self._paused.discard(node)
+
+    def partition(self, node: str, peers: list[str] | None = None) -> None:
+        """Silent: iptables DROP inside the node towards its peers' and the services' addresses."""
+        names = peers if peers is not None else [n for n in self._nodes if n != node]
+        hosts = [self._host_of.get(p, p) for p in names if p not in ("etcd", "s3", "proxy", "toxiproxy")]
+        rules = ["set -e", "iptables -N CHAOSBENCH 2>/dev/null || true",
+                 "iptables -C INPUT -j CHAOSBENCH 2>/dev/null || iptables -I INPUT -j CHAOSBENCH",
+                 "iptables -C OUTPUT -j CHAOSBENCH 2>/dev/null || iptables -I OUTPUT -j CHAOSBENCH",
+                 'for h in "$@"; do for ip in $(getent ahostsv4 "$h" | cut -d" " -f1 | sort -u); do '
+                 'iptables -A CHAOSBENCH -s "$ip" -j DROP; iptables -A CHAOSBENCH -d "$ip" -j DROP; done; done']
+        if peers is None or any(p in ("etcd", "s3", "proxy", "toxiproxy") for p in peers):
+            hosts.append(self.service_host)
+        self._on_node(node, "sh", "-c", "\n".join(rules), "partition", *hosts)
+
+    def heal_network(self, node: str) -> None:
+        self._on_node(node, "sh", "-c", "iptables -F CHAOSBENCH 2>/dev/null || true")
+
+    def fill_nvme(self, node: str, percent: float = 100.0) -> None:
+        if not 0 < percent <= 100:
+            raise ClusterError(f"fill_nvme percent={percent}: must be in (0, 100]")
+        from chaosbench.cluster.docker_backend import _FILL_SCRIPT
+        nvme = self._node_dirs(node)[0]
+        guard = (f"import os,sys; a=os.stat({self.scratch!r}).st_dev; b=os.stat('/').st_dev\n"
+                 "if a == b: sys.exit('node-local scratch is not its own filesystem: filling it fills the node')\n")
+        self._on_node(node, self.python, "-c", guard + _FILL_SCRIPT, nvme, str(percent))
+
+    def free_nvme(self, node: str) -> None:
+        self._on_node(node, "rm", "-f", f"{self._node_dirs(node)[0]}/.chaosbench-fill")
+
+    def wipe_node_storage(self, node: str, nvme: bool = True, shm: bool = True) -> None:
+        dirs = [d for d, on in zip(self._node_dirs(node), (nvme, shm)) if on]
+        if dirs:
+            self._on_node(node, "sh", "-c", 'for d in "$@"; do rm -rf "$d"; mkdir -p "$d"; done', "wipe", *dirs)
+
+    def nvme_dir(self, node: str) -> Path:
+        self._step(node)
+        if not self.scratch_view:
+            raise UnsupportedFault("node-local scratch is not visible from the harness "
+                                   "(set CHAOSBENCH_SLURM_SCRATCH_VIEW)")
+        nvme = self._node_dirs(node)[0]
+        return Path(self.scratch_view.format(host=self._host_of[node])) / Path(nvme).relative_to(self.scratch)
+
+    def add_node(self) -> str:
+        self._check_room_for_node()
+        busy = {self._host_of[n] for n in self._nodes if not self.node_status(n).startswith("exited")}
+        free = [h for h in self.hosts if h not in busy]
+        if not free:
+            raise ClusterError(f"add_node: every host of Slurm job {self.job_id} runs a node; "
+                               f"raise cluster spare_nodes so the allocation has a spare")
+        node = f"node-{len(self._nodes)}"
+        self._nodes.append(node)
+        self._host_of[node] = free[0]
+        self._launch(node)
+        return node
+
+
+def sweep(slurm: Slurm) -> list[str]:
+    """Cancel allocations of dead harnesses: each job carries its owner token in its comment."""
+    out = slurm.run("squeue", "-h", "-o", "%i|%j|%k", check=False)
+    dead = []
+    for line in out.splitlines():
+        parts = line.split("|", 2)
+        if len(parts) == 3 and parts[1].startswith("chaosbench-") and not owner_mod.alive(parts[2].strip()):
+            dead.append(parts[0])
+    if dead:
+        slurm.run("scancel", *dead, check=False)
+    return dead

@@ -1,0 +1,115 @@
+"""Slurm's commands, run on a login node: directly, or through a prefix such as `ssh login` at a site
+or `docker exec -i <controller>` for the test cluster ($CHAOSBENCH_SLURM_LOGIN).
+
+Only argv building and output parsing live here, so they can be unit-tested without a cluster.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from chaosbench.cluster.base import ClusterError
+
+LOGIN_ENV = "CHAOSBENCH_SLURM_LOGIN"
+
+
+def login_prefix() -> list[str]:
+    return shlex.split(os.environ.get(LOGIN_ENV, ""))
+
+
+def unusable() -> str | None:
+    """None if Slurm's commands can be run from here, else why not (for `available_backends`)."""
+    prefix = login_prefix()
+    if prefix:
+        return None if shutil.which(prefix[0]) else f"${LOGIN_ENV} runs {prefix[0]!r}, which is not installed"
+    if shutil.which("sbatch"):
+        return None
+    return (f"sbatch not found: run on a Slurm login node, or set ${LOGIN_ENV} to a command prefix that "
+            f"reaches one (e.g. 'ssh login1')")
+
+
+@dataclass
+class Allocation:
+    """What `sbatch` asks for; `extra` holds further sbatch options verbatim (scenario/CLI)."""
+    nodes: int
+    job_name: str
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    gpus_per_node: int | None = None
+    comment: str | None = None       # the harness's owner token: a later sweep cancels a dead harness's job
+    extra: list[str] = field(default_factory=list)
+
+
+def sbatch_argv(a: Allocation) -> list[str]:
+    """A placeholder batch job holds the allocation; every node gets its own step inside it."""
+    argv = ["sbatch", "--parsable", f"--nodes={a.nodes}", "--ntasks-per-node=1", f"--job-name={a.job_name}",
+            "--output=/dev/null", "--exclusive"]
+    if a.partition:
+        argv.append(f"--partition={a.partition}")
+    if a.account:
+        argv.append(f"--account={a.account}")
+    if a.time:
+        argv.append(f"--time={a.time}")
+    if a.gpus_per_node:
+        argv.append(f"--gpus-per-node={a.gpus_per_node}")
+    if a.comment:
+        argv.append(f"--comment={a.comment}")
+    return [*argv, *a.extra, "--wrap", "exec sleep infinity"]
+
+
+def srun_argv(job_id: str, host: str, step_name: str, env: dict[str, str], argv: list[str],
+              cwd: str | None = None) -> list[str]:
+    """One step on one node. `--overlap` lets fault steps (iptables, signals) run beside it; the env
+    is set explicitly with `env`, so the node runs exactly node_plan's environment."""
+    out = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
+           f"--job-name={step_name}", "--kill-on-bad-exit=1", "--quit-on-interrupt"]
+    if cwd:
+        out.append(f"--chdir={cwd}")
+    return [*out, "env", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
+
+
+def parse_job_id(sbatch_out: str) -> str:
+    """`sbatch --parsable` prints `<id>` or `<id>;<cluster>`."""
+    first = sbatch_out.strip().splitlines()[-1] if sbatch_out.strip() else ""
+    job = first.split(";")[0].strip()
+    if not job.isdigit():
+        raise ClusterError(f"sbatch printed no job id: {sbatch_out.strip()!r}")
+    return job
+
+
+def parse_steps(squeue_out: str) -> dict[str, str]:
+    """`squeue -h -s -j J -o '%i %j'` lines -> step name -> step id ('12.3')."""
+    steps = {}
+    for line in squeue_out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2:
+            steps[parts[1].strip()] = parts[0]
+    return steps
+
+
+class Slurm:
+    """Runs Slurm commands through the login prefix."""
+
+    def __init__(self, prefix: list[str] | None = None):
+        self.prefix = login_prefix() if prefix is None else prefix
+
+    def argv(self, cmd: list[str], stdin: bool = False) -> list[str]:
+        return [*self.prefix, *cmd]
+
+    def run(self, *cmd: str, timeout: float = 60, check: bool = True) -> str:
+        try:
+            p = subprocess.run(self.argv(list(cmd)), capture_output=True, text=True, timeout=timeout,
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"{' '.join(cmd)[:200]}: no answer within {timeout:g} s") from exc
+        if check and p.returncode != 0:
+            raise ClusterError(f"{' '.join(cmd)[:300]} failed ({p.returncode}): {p.stderr.strip()[-500:]}")
+        return p.stdout
+
+    def popen(self, cmd: list[str], log) -> subprocess.Popen:
+        return subprocess.Popen(self.argv(cmd), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)

@@ -1,0 +1,98 @@
+"""The Slurm backend against a real Slurm 22.05 cluster in containers (controller + 3 compute nodes):
+library scenarios with the same checks as docker, Ctrl-C cleanup, and a forbidden fault refused
+before any allocation. One test cluster per module (bringing it up costs ~30 s, the image once).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaosbench.cluster.docker_cli import docker_unusable
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.chaos, pytest.mark.docker, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(scope="module")
+def slurm_env():
+    why = docker_unusable()
+    if why:
+        pytest.skip(f"the Slurm test cluster runs in docker: {why}")
+    from chaosbench.cluster.slurm.testcluster import TestCluster
+    tc = TestCluster(computes=3)
+    try:
+        tc.up()
+        yield {**os.environ, **tc.env(), "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python"}, tc
+    finally:
+        tc.down()
+    left = subprocess.run(["docker", "ps", "-aq", "--filter", f"label=io.chaosbench.slurm={tc.name}"],
+                          capture_output=True, text=True, timeout=60).stdout.split()
+    assert not left, f"test cluster containers left behind: {left}"
+
+
+def _squeue(tc, steps: bool = False) -> str:
+    """Jobs (or, with steps=True, job steps, named after their node) still known to Slurm."""
+    return subprocess.run(["docker", "exec", f"{tc.name}-slurmctl", "squeue", "-h", *(["-s"] if steps else []),
+                           "-o", "%i %j"], capture_output=True, text=True, timeout=60).stdout.strip()
+
+
+def _run(scenario: Path, report_dir: Path, env: dict) -> tuple[subprocess.CompletedProcess, Path, dict]:
+    cmd = [sys.executable, "-m", "chaosbench.cli", "run", str(scenario), "--backend", "slurm",
+           "--report-dir", str(report_dir), "--quiet", "--seed", "1"]
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1100)
+    (run_dir,) = list(report_dir.iterdir())
+    return proc, run_dir, json.loads((run_dir / "result.json").read_text())
+
+
+# total_failure_restart (kill_all) is not in yet: it has not passed here on a loaded 2-core machine
+@pytest.mark.parametrize("name,tier", [("node_loss", "memory"), ("network_partition", "memory")])
+def test_library_scenario_passes_on_slurm(slurm_env, tmp_path, name, tier):
+    env, tc = slurm_env
+    proc, run_dir, result = _run(ROOT / "scenarios" / f"{name}.yaml", tmp_path, env)
+    assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert result["verdict"] == "passed"
+    assert result["recoveries"] and result["recoveries"][0]["tier"] == tier
+    assert all(c["status"] == "passed" for c in result["checks"])
+    slurm = json.loads((run_dir / "harness.json").read_text())["slurm"]
+    assert slurm["job_id"].isdigit() and len(slurm["hosts"]) >= 3
+    assert all(step.startswith(slurm["job_id"] + ".") for steps in slurm["steps"].values() for step in steps)
+    assert _squeue(tc) == "", "the allocation is released after the run"
+
+
+def test_forbidden_fault_is_refused_before_allocation(slurm_env, tmp_path):
+    env, tc = slurm_env
+    proc, run_dir, result = _run(ROOT / "scenarios" / "network_partition.yaml", tmp_path,
+                                 {**env, "CHAOSBENCH_SLURM_FORBID": "partition"})
+    assert proc.returncode == 3, proc.stdout[-2000:]
+    assert "partition is forbidden" in result["error"] and "NET_ADMIN" in result["error"]
+    assert not (run_dir / "slurm.json").exists(), "nothing was allocated"
+    assert _squeue(tc) == ""
+
+
+def test_sigint_mid_run_releases_the_allocation(slurm_env, tmp_path):
+    env, tc = slurm_env
+    cmd = [sys.executable, "-m", "chaosbench.cli", "run", str(ROOT / "scenarios" / "node_loss.yaml"),
+           "--backend", "slurm", "--report-dir", str(tmp_path), "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and "node-0" not in _squeue(tc, steps=True):
+            time.sleep(1)
+        assert "node-0" in _squeue(tc, steps=True), "training steps never started"
+        time.sleep(5)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, out[-2000:]
+    assert _squeue(tc) == "" and _squeue(tc, steps=True) == "", f"left in squeue:\n{_squeue(tc, True)}\n{out[-2000:]}"
+    ps = subprocess.run(["pgrep", "-f", f"{tmp_path}"], capture_output=True, text=True).stdout.split()
+    assert not ps, "no harness-started process (etcd, S3, proxy, srun client) is left"
