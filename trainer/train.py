@@ -148,6 +148,8 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
     state = mgr.restore()
     if state is not None:
         step = load_state(state, model, optimizer, scheduler, sampler)
+        # every rank now holds the same replica, or all stop together with the reason (fatal)
+        mgr.check_replicas({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
         log.info("resumed at step %d (%d samples seen)", step, sampler.samples_seen)
         if int(state["world_size"]) != env.world_size:
             events.emit("topology_change", {"old_world_size": int(state["world_size"]),

@@ -30,6 +30,12 @@ class Progress:
                 self.step = step
                 self.last_progress_at = time.time()
             self.world_size = ev.get("world_size", self.world_size)
+            if ev.get("observed"):   # a job without phase events: its steps are all we know of its phase
+                self.trainer_phases[node] = f"training (restart {ev.get('restart_count', '?')})"
+        elif name == "worker_start":   # the node watcher saw a worker process start (docs/byo-trainer.md)
+            self.trainer_phases[node] = f"worker started, no progress yet (restart {ev.get('restart_count', '?')})"
+        elif name == "worker_exit":
+            self.trainer_phases[node] = f"worker exited (restart {ev.get('restart_count', '?')})"
         elif name == "phase":
             # phases alone are not progress: a crash-looping trainer restarts forever without a step
             self.trainer_phases[node] = f"{ev.get('phase')} (restart {ev.get('restart_count', '?')})"

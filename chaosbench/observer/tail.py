@@ -42,15 +42,19 @@ class EventTail:
         return list(parse_lines(chunk[: end + 1].decode("utf-8", "replace").splitlines()))
 
 
-def parse_lines(lines) -> list[dict]:
+def parse_lines(lines, rejected: list[str] | None = None) -> list[dict]:
     """Event lines (objects with an "event" key); torn lines skipped."""
-    return parse_jsonl(lines, require="event")
+    return parse_jsonl(lines, require="event", rejected=rejected)
 
 
-def read_events(events_dir: Path) -> list[dict]:
-    """Every complete event of a finished run, sorted by time (torn last lines skipped)."""
+def read_events(events_dir: Path, rejected: list[str] | None = None) -> list[dict]:
+    """Every complete event of a finished run, sorted by time (torn last lines skipped; lines that
+    break the contract's field types described in `rejected`, "file line N: ...")."""
     events: list[dict] = []
     for path in sorted(Path(events_dir).glob("events-*.jsonl")):
-        events += parse_lines(path.read_text(errors="replace").splitlines())
+        bad: list[str] = []
+        events += parse_lines(path.read_text(errors="replace").splitlines(), bad)
+        if rejected is not None:
+            rejected += [f"{path.name} {b}" for b in bad]
     events.sort(key=lambda e: e.get("ts", 0.0))
     return events
