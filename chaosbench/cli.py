@@ -75,6 +75,25 @@ def list_(scenario_dir: str = typer.Option("scenarios", "--scenarios", help="sce
     for name, help_, params in catalogue():
         ft.add_row(name, help_, params)
     out.print(ft)
+    out.print(_backend_faults_table())
+
+
+def _backend_faults_table() -> Table:
+    """Which fault types each backend can inject here (the primitives each fault needs)."""
+    from chaosbench.cluster.docker_backend import DockerCluster
+    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.slurm.backend import supported as slurm_supported
+    from chaosbench.faults import catalogue, get_fault
+    backends = {"docker": DockerCluster.supported_faults, "local": LocalCluster.supported_faults,
+                "slurm": slurm_supported()}
+    t = Table(title="faults per backend (yes: supported here)")
+    t.add_column("fault")
+    for b in backends:
+        t.add_column(b)
+    for name, _, _ in catalogue():
+        needs = get_fault(name).needs
+        t.add_row(name, *("yes" if all(n in sup for n in needs) else "-" for sup in backends.values()))
+    return t
 
 
 def _status_table(states: dict[str, dict]) -> Table:
@@ -121,7 +140,7 @@ def _summary(outcomes) -> None:
 
 @app.command()
 def run(paths: List[str] = typer.Argument(..., help="scenario files or directories"),
-        backend: Optional[str] = typer.Option(None, "--backend", help="docker | local (default: the scenario's, "
+        backend: Optional[str] = typer.Option(None, "--backend", help="docker | local | slurm (default: the scenario's, "
                                               "'auto' = docker if available, else local)"),
         seed: Optional[int] = typer.Option(None, "--seed", help="seed for random targets and jitter (replay)"),
         keep_cluster: bool = typer.Option(False, "--keep-cluster", help="leave the cluster up for debugging"),
@@ -131,8 +150,8 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
     """Run scenarios and check that training recovered as expected."""
     from chaosbench.runner import RunOptions, RunOutcome, run_scenario
     files, problems = _load_all(paths)
-    if backend is not None and backend not in ("auto", "docker", "local"):
-        problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local")
+    if backend is not None and backend not in ("auto", "docker", "local", "slurm"):
+        problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local, slurm")
     if problems:
         for p in problems:
             console.print(f"[red]error[/red] {escape(p)}", highlight=False, soft_wrap=True)
@@ -159,7 +178,8 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
             console.print(f"[magenta]harness error[/magenta] {f}: {escape(f'{type(e).__name__}: {e}')}")
             return RunOutcome(f.stem, None, None, 3)
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)   # CI cancelling a job: tear clusters down too
+    for sig in (signal.SIGTERM, signal.SIGHUP):   # CI cancelling a job, a closed terminal: tear down too
+        signal.signal(sig, _raise_interrupt)
     live = None if quiet else Live(_status_table(states), console=console, refresh_per_second=4,
                                    get_renderable=lambda: _status_table(states))
     outcomes = []
@@ -172,6 +192,9 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
                 outcomes = [fu.result() for fu in futures]
             except KeyboardInterrupt:
                 cancel.set()   # each runner tears its cluster down
+                # a second Ctrl-C must not abandon the runners' teardowns: note it, keep waiting
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                    signal.signal(sig, _still_tearing_down)
                 console.print("[yellow]interrupted: tearing clusters down[/yellow]")
                 for fu in futures:
                     fu.cancel()
@@ -187,6 +210,24 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
 
 def _raise_interrupt(*_):
     raise KeyboardInterrupt
+
+
+def _still_tearing_down(*_):
+    console.print("[yellow]still tearing clusters down; SIGKILL leaves them behind "
+                  "(then `chaosbench clean`)[/yellow]")
+
+
+@app.command()
+def clean(all_: bool = typer.Option(False, "--all", help="also clusters of live runs and of other hosts"),
+          no_docker: bool = typer.Option(False, "--no-docker", help="leave docker alone (local backend only)")):
+    """Remove containers, networks, volumes, processes, NVMe loop disks and shm dirs of runs that are gone."""
+    from chaosbench.cluster.clean import clean as do_clean
+    removed, kept = do_clean(everything=all_, docker=not no_docker)
+    for kind, items in removed.items():
+        out.print(f"{kind}: {len(items)} removed" + (f" ({', '.join(map(str, items))})" if items else ""),
+                  highlight=False, soft_wrap=True)
+    for k in kept:
+        out.print(f"kept: {k}; `chaosbench clean --all` removes it", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -2,7 +2,8 @@
 
 `pytest scenarios/ -m chaos` collects each scenario YAML as one item (id = scenario name), runs it
 on $CHAOSBENCH_BACKEND (else docker when usable, else local), fails with the failing checks and
-the report path, and skips with the reason when no backend is usable. Reports go to
+the report path, and skips with the reason when no backend is usable -- except under CI (CI=true), where
+an unusable backend fails every item: a broken docker must turn CI red, not green. Reports go to
 --chaos-report-dir (default: reports/). Imports stay lazy: unit-test sessions pay nothing.
 """
 from __future__ import annotations
@@ -30,14 +31,17 @@ def pytest_collect_file(parent, file_path: Path):
 
 
 def pick_backend(config) -> str:
-    """The backend to run on, or pytest.skip with every backend's reason."""
+    """The backend to run on, or pytest.skip (pytest.fail when CI is set) with every backend's reason."""
     from chaosbench.cluster import available_backends
     why_not = available_backends()
     wanted = config.getoption("--chaos-backend") or os.environ.get("CHAOSBENCH_BACKEND")
     for name in ([wanted] if wanted else ["docker", "local"]):
         if why_not.get(name, "unknown backend") is None:
             return name
-    pytest.skip("no chaos backend usable: " + "; ".join(f"{k}: {v}" for k, v in why_not.items()))
+    why = "no chaos backend usable: " + "; ".join(f"{k}: {v}" for k, v in why_not.items())
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"{why} (CI is set: the chaos suite must run here)", pytrace=False)
+    pytest.skip(why)
 
 
 class ScenarioFile(pytest.File):

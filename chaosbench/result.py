@@ -32,6 +32,8 @@ class FaultRecord(BaseModel):
     injected_at: float | None = None
     healed_at: float | None = None
     error: str | None = None          # the fault could not be injected/healed
+    verdict: Literal["passed", "failed"] | None = None   # the `fault:<id>` check: fired and held as planned
+    reason: str = ""
 
 
 class Recovery(BaseModel):
@@ -55,7 +57,13 @@ class Recovery(BaseModel):
     lost_steps: int | None = None
     world_size_before: int | None = None
     world_size_after: int | None = None
+    ranks_after: int | None = None         # worker processes that trained in the round
     failed_restarts: int | None = None     # new worker processes that died before training resumed
+    # why the round's restore is inconsistent or impossible (ranks disagree, a step above the last
+    # one trained, training not resuming at the step after it); empty when it is coherent
+    problems: list[str] = Field(default_factory=list)
+    # each rank's checkpoint_loaded claim (node, local_rank, tier, step, source, ts), for cross-checks
+    claims: list[dict[str, Any]] = Field(default_factory=list)
 
 
 CheckStatus = Literal["passed", "failed", "not_evaluated"]

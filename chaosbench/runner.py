@@ -22,13 +22,16 @@ import yaml
 from chaosbench.checks import evaluate
 from chaosbench.checks.history import History
 from chaosbench.checks.inventory import take_inventory
+from chaosbench.checks.inventory_s3 import s3_inventory
 from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
 from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.launch import S3_BUCKET
+from chaosbench.cluster.lifecycle import teardown
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.observer import EventTail, Progress
 from chaosbench.result import (ClusterShape, FaultRecord, RunResult, ScenarioRef, write_junit)
 from chaosbench.scenario import Scenario, load_scenario
-from chaosbench.scenario.loader import resolve_trainer_config
+from chaosbench.scenario.loader import resolve_trainer_config, resolve_workdir
 from chaosbench.scenario.schedule import Schedule
 
 EXIT = {"passed": 0, "failed": 1, "error": 3}
@@ -92,20 +95,28 @@ def scenario_as_yaml(s: Scenario, file_backend: str, seed: int) -> str:
 
 
 def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | None) -> ClusterSpec:
-    c = s.cluster
-    cfg = s.trainer.config
-    if cfg and s.trainer.command is None:
+    c, t = s.cluster, s.trainer
+    cfg = t.reference_config
+    if cfg:
         # inside the repository: pass it repo-relative, so a container (repo at its own path) finds it too
         resolved = resolve_trainer_config(cfg, scenario_path)
         repo = Path(__file__).resolve().parents[1]
         if resolved is not None:
             cfg = str(resolved.relative_to(repo)) if resolved.is_relative_to(repo) else str(resolved)
+    job = None
+    if t.script is not None:
+        job = [t.script, *t.args]
+    elif t.module is not None:
+        job = ["-m", t.module, *t.args]
     return ClusterSpec(run_id=run_id, run_dir=run_dir, nodes=c.nodes, procs_per_node=c.procs_per_node,
                        min_nodes=c.elastic.min_nodes, max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous,
                        max_restarts=c.elastic.max_restarts, trainer_config=cfg or "",
-                       trainer_overrides=dict(s.trainer.overrides), command=s.trainer.command, env=dict(c.env),
+                       trainer_overrides=dict(t.overrides), command=t.command, job_argv=job,
+                       workdir=str(resolve_workdir(t.workdir, scenario_path)) if t.workdir else None,
+                       trainer_image=t.image, progress_regex=t.progress.regex if t.progress else None,
+                       checkpoint_tier=t.checkpoint_dir, env=dict(c.env),
                        nvme_size_mb=c.nvme_size_mb, shm_size_mb=c.shm_size_mb, persistent_nvme=c.persistent_nvme,
-                       rdzv_timeouts=dict(c.rdzv_timeouts), warm_start=c.warm_start)
+                       rdzv_timeouts=dict(c.rdzv_timeouts), warm_start=c.warm_start and not t.user_job)
 
 
 def unsupported_faults(s: Scenario, supported: frozenset[str]) -> list[str]:
@@ -138,6 +149,7 @@ class Runner:
         self.records: dict[str, FaultRecord] = {}
         self.harness: dict = {}
         self.cluster = None
+        self._inventories: list[threading.Thread] = []
 
     def say(self, msg: str) -> None:
         self.progress.message = msg
@@ -172,7 +184,11 @@ class Runner:
             (self.run_dir / "logs" / "harness-traceback.txt").write_text(traceback.format_exc())
             self.say(f"harness error: {error}")
         except KeyboardInterrupt:
-            error = "interrupted (Ctrl-C); the cluster was torn down"
+            cluster = self.cluster
+            state = ("left up (--keep-cluster)" if self.opts.keep_cluster else
+                     "torn down" if cluster is None or cluster.torn_down else
+                     "NOT fully torn down (run `chaosbench clean`)")
+            error = f"interrupted (Ctrl-C); the cluster was {state}"
             self._finish(backend, started, error)
             raise
         return self._finish(backend, started, error)
@@ -186,7 +202,8 @@ class Runner:
         cluster = self.cluster = create_cluster(backend, spec)
         missing = unsupported_faults(self.s, cluster.supported_faults)
         if missing:
-            raise UnsupportedFault(f"backend '{backend}' cannot inject: {'; '.join(missing)}")
+            raise UnsupportedFault(f"backend '{backend}' cannot inject: {'; '.join(missing)}"
+                                   + getattr(cluster, "refusal_hint", ""))
         try:
             cluster.up()
             self.say("cluster up; starting training")
@@ -197,13 +214,21 @@ class Runner:
         finally:
             self.progress.phase = "collecting"
             self.say("collecting logs and events")
+            interrupted = False
             try:
                 self._collect(cluster)
-            finally:
-                if self.opts.keep_cluster:
-                    self.say(f"--keep-cluster: cluster left up; {_attach_hint(cluster)}")
-                else:
-                    cluster.down()
+            except KeyboardInterrupt:   # a second Ctrl-C: skip the logs, never the teardown
+                interrupted = True
+                self.say("interrupted while collecting: tearing down without the rest of the logs")
+            if self.opts.keep_cluster:
+                self.say(f"--keep-cluster: cluster left up; {_attach_hint(cluster)}")
+            elif teardown(cluster):
+                self.say("cluster torn down")
+            else:
+                self.say("teardown incomplete: the exit-time sweep retries; `chaosbench clean` removes "
+                         "what is left of runs that are gone")
+            if interrupted:
+                raise KeyboardInterrupt
 
     def _drive(self, cluster) -> None:
         run = self.s.run
@@ -218,9 +243,14 @@ class Runner:
             faults[p.fault_id] = get_fault(p.entry.kind)(p.fault_id, params, ctx)
             self.records[p.fault_id] = FaultRecord(id=p.fault_id, type=p.entry.kind, trigger=p.entry.at.describe(),
                                                    params=p.entry.params)
+        # what was planned, so the checks can judge each fault against it (checks/faults.py)
+        self.harness["faults_planned"] = [{"id": p.fault_id, "type": p.entry.kind, "trigger": p.entry.at.describe(),
+                                           "healable": p.healable, "heal_after_s": p.heal_after_s}
+                                          for p in sched.plans]
         t0 = self.harness["training_started_at"]
         target = self.s.expect.reaches_step
         reached_at = None
+        said_waiting = False
         next_status = 0.0
         stop = None
         self.progress.last_progress_at = time.time()
@@ -238,7 +268,14 @@ class Runner:
             if target is not None and self.progress.step >= target and reached_at is None:
                 reached_at = now
                 self.say(f"reached step {self.progress.step}")
-            if reached_at is not None and now - reached_at >= run.settle_s:
+            # the run goes on until every planned fault fired and healed, then settles
+            settled_from = max([reached_at or 0.0] + [t0 + p.heal_at for p in sched.plans
+                                                      if p.state == "done" and p.heal_at is not None])
+            if reached_at is not None and not sched.finished and not said_waiting:
+                said_waiting = True
+                self.say("faults still planned or in place: " + ", ".join(
+                    f"{p.fault_id} ({p.state})" for p in sched.plans if p.state != "done") + "; the run goes on")
+            if reached_at is not None and sched.finished and now - settled_from >= run.settle_s:
                 stop = f"reached step {target}"
             elif rel > run.timeout_s:
                 stop = f"timeout: {run.timeout_s:g} s elapsed (highest step {self.progress.step})"
@@ -292,6 +329,7 @@ class Runner:
         rec = self.records[p.fault_id]
         rec.injected_at, rec.target = ts, fault.target
         sched.mark_injected(p, ts - t0)
+        self._inventory_at(self.cluster, p.fault_id)
 
     def _act_heal(self, p, fault, sched, t0, best_effort: bool = False) -> None:
         self.say(f"healing {p.fault_id}: {p.entry.kind}")
@@ -307,6 +345,8 @@ class Runner:
         sched.mark_healed(p, now - t0)
 
     def _collect(self, cluster) -> None:
+        if hasattr(cluster, "record"):   # backend ids for the run record (Slurm job and step ids)
+            self.harness[cluster.backend] = cluster.record()
         try:
             cluster.collect()
         except Exception as e:   # keep what we have; the checks will say what is missing
@@ -321,15 +361,27 @@ class Runner:
         except Exception as e:   # a cluster that never came up has nothing to copy
             self.say(f"events not collected: {type(e).__name__}: {e}")
             return
-        roots = {}
-        for node in nodes:
-            for tier, getter in (("nvme", cluster.nvme_dir), ("memory", cluster.shm_dir)):
-                try:
-                    roots[f"{node}/{tier}"] = (tier, Path(getter(node)))
-                except Exception:
-                    continue   # e.g. a stopped container's /dev/shm is gone; inventory what we can
-        if roots:
-            (self.run_dir / "checkpoints.json").write_text(json.dumps(take_inventory(roots), indent=1))
+        for t in self._inventories:   # the ones taken at fault injections, still walking
+            t.join(timeout=120)
+        (self.run_dir / "checkpoints.json").write_text(json.dumps(inventory_of(cluster, nodes), indent=1))
+
+    def _inventory_at(self, cluster, fault_id: str) -> None:
+        """What the harness itself sees on the nodes right after a fault acted, taken in the
+        background so the schedule (a heal due at once) is not delayed; the restore cross-check
+        holds the trainer's checkpoint_loaded claims against it."""
+        path = self.run_dir / "inventories" / f"{fault_id.replace('#', '-')}.json"
+
+        def take():
+            try:
+                inv = inventory_of(cluster, cluster.node_names())
+            except Exception as e:   # evidence we could not take is said, never invented
+                inv = {"files": [], "checkpoints": [], "unseen": [{"node": "*", "tier": "*",
+                                                                  "reason": f"{type(e).__name__}: {e}"}]}
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(json.dumps({"fault_id": fault_id, **inv}, indent=1))
+        t = threading.Thread(target=take, name=f"inventory-{fault_id}", daemon=True)
+        t.start()
+        self._inventories.append(t)
 
     # -- verdict and files ----------------------------------------------------------------------
     def _finish(self, backend: str, started: float, error: str | None) -> RunOutcome:
@@ -337,6 +389,10 @@ class Runner:
         (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
         h = History.load(self.run_dir)
         recs, checks = evaluate(h, self.s.expect)
+        for c in checks:   # each fault's own verdict goes on its record too
+            if c.name.startswith("fault:") and c.name[6:] in self.records:
+                rec = self.records[c.name[6:]]
+                rec.verdict, rec.reason = c.status if c.status != "not_evaluated" else "failed", c.reason
         self.progress.checks_pending = 0
         c = self.s.cluster
         if error:
@@ -361,6 +417,23 @@ class Runner:
         self.progress.phase = "done"
         self._tick()
         return RunOutcome(self.s.name, self.run_dir, result, EXIT[verdict])
+
+
+def inventory_of(cluster, nodes: list[str]) -> dict:
+    """Every node's memory and NVMe checkpoint directories plus the run's S3 bucket; what could
+    not be located (a stopped container's /dev/shm, an NVMe without a host path) is listed as unseen."""
+    roots, unseen = {}, {}
+    for node in nodes:
+        for tier, getter in (("nvme", cluster.nvme_dir), ("memory", cluster.shm_dir)):
+            try:
+                roots[f"{node}/{tier}"] = (tier, Path(getter(node)))
+            except Exception as e:
+                unseen[f"{node}/{tier}"] = (tier, f"{type(e).__name__}: {e}")
+    try:
+        s3 = s3_inventory(cluster.s3_endpoint, S3_BUCKET)
+    except Exception as e:
+        s3 = {"unseen": [{"node": "s3", "tier": "s3", "reason": f"{type(e).__name__}: {e}"}]}
+    return take_inventory(roots, unseen, s3)
 
 
 def _attach_hint(cluster) -> str:

@@ -270,9 +270,12 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> tuple[dict, list
     Returns the merged config and the validator's warnings."""
     path = Path(path)
     try:
-        raw = _yaml(path.read_text()) or {}
+        raw = _yaml(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise ConfigurationError(f"config file {path} not found") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"config file {path} is not UTF-8 text (byte offset {exc.start}); "
+                                 "save it as UTF-8") from None
     except yaml.YAMLError as exc:
         raise ConfigurationError(f"config file {path} is not valid YAML: {exc}") from exc
     if not isinstance(raw, dict):

@@ -57,11 +57,24 @@ def check_topology(env: DistEnv, min_nodes: int, max_nodes: int) -> None:
                                   f"elastic.max_nodes={max_nodes}; raise elastic.max_nodes or torchrun's --nnodes")
 
 
+def select_device(env: DistEnv) -> tuple[str, torch.device]:
+    """NCCL on `cuda:<local_rank>` when CUDA is visible, else gloo on CPU (CUDA_VISIBLE_DEVICES= forces CPU).
+
+    One GPU per local rank: NCCL refuses two ranks of one communicator on the same GPU ("Duplicate
+    GPU detected"), so more local ranks than visible GPUs is a launch error, not a CUDA crash."""
+    if not torch.cuda.is_available():
+        return "gloo", torch.device("cpu")
+    gpus = torch.cuda.device_count()
+    if env.local_rank >= gpus:
+        raise LaunchError(f"local rank {env.local_rank} has no GPU: {env.local_world_size} workers per node "
+                          f"(torchrun --nproc-per-node) but {gpus} GPU(s) visible, and NCCL needs one GPU per "
+                          f"rank; lower --nproc-per-node to {gpus} or set CUDA_VISIBLE_DEVICES= to train on CPU")
+    return "nccl", torch.device("cuda", env.local_rank)
+
+
 def init_process_group(env: DistEnv, pg_timeout_s: float) -> tuple[str, torch.device]:
-    use_cuda = torch.cuda.is_available()
-    backend = "nccl" if use_cuda else "gloo"
-    device = torch.device(f"cuda:{env.local_rank}") if use_cuda else torch.device("cpu")
-    if use_cuda:
+    backend, device = select_device(env)
+    if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(backend=backend, timeout=timedelta(seconds=pg_timeout_s))
     return backend, device

@@ -284,7 +284,8 @@ def run(argv: list[str], ready_timeout: float) -> None:
         sys.exit(1)
     code = int(json.loads(msg)["exit"])
     if code < 0:                               # killed by a signal: die the same way
-        signal.signal(-code, signal.SIG_DFL)
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):   # these two cannot be (and need not be) reset
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
         time.sleep(1)
     sys.exit(code)

@@ -2,7 +2,8 @@
 
 Loaded from a run directory: events/ (the trainers' events), faults.jsonl (the fault log),
 exits.json (process/container exits), logs/, checkpoints.json (inventory of checkpoint files taken
-before teardown) and harness.json (when training started, why the run stopped).
+before teardown), inventories/<fault>.json (the same, taken right after each fault acted) and
+harness.json (when training started, why the run stopped, the planned faults).
 """
 from __future__ import annotations
 
@@ -34,19 +35,30 @@ class History:
     faults: list[FaultWindow] = field(default_factory=list)
     exits: dict[str, Any] = field(default_factory=dict)
     logs: dict[str, str] = field(default_factory=dict)
+    agent_events: list[dict] = field(default_factory=list)   # node watcher: torchrun agents (agent-*.jsonl)
     inventory: dict | None = None   # checkpoints.json; None: no inventory was taken
+    inventories: dict[str, dict] = field(default_factory=dict)   # fault id -> inventory at its injection
     harness: dict[str, Any] = field(default_factory=dict)
+    rejected_lines: list[str] = field(default_factory=list)   # event lines with wrong-typed fields
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
     def load(cls, run_dir: Path) -> "History":
         run_dir = Path(run_dir)
-        h = cls(events=read_events(run_dir / "events") if (run_dir / "events").is_dir() else [])
+        rejected: list[str] = []
+        h = cls(events=_without_duplicate_steps(read_events(run_dir / "events", rejected))
+                if (run_dir / "events").is_dir() else [], rejected_lines=rejected)
         h.faults = fault_windows(read_jsonl(run_dir / "faults.jsonl"))
+        h.agent_events = sorted((e for p in sorted((run_dir / "events").glob("agent-*.jsonl"))
+                                 for e in read_jsonl(p, require="ts")), key=lambda e: e["ts"])
         h.exits = _json(run_dir / "exits.json") or {}
         h.harness = _json(run_dir / "harness.json") or {}
         inv = _json(run_dir / "checkpoints.json")
         h.inventory = inv if isinstance(inv, dict) else None
+        for p in sorted((run_dir / "inventories").glob("*.json")) if (run_dir / "inventories").is_dir() else []:
+            got = _json(p)
+            if isinstance(got, dict):
+                h.inventories[str(got.get("fault_id", p.stem))] = got
         if (run_dir / "logs").is_dir():
             h.logs = {p.name: p.read_text(errors="replace") for p in sorted((run_dir / "logs").rglob("*"))
                       if p.is_file()}
@@ -59,18 +71,23 @@ class History:
     def _incarnation_keys(self) -> dict[int, Incarnation]:
         """id(event) -> its worker process. (node, local_rank, pid) alone is not enough: a restarted
         container gets a fresh PID namespace and its new worker the same pid as the dead one. So a
-        `phase: config` line (a process's first) on a key already seen, or a restart_count that goes
-        down, opens a new incarnation."""
+        process's first line on a key already seen opens a new incarnation: the node watcher's
+        `worker_start`, or the trainer's `phase: config` unless only the watcher spoke of this process
+        so far (its worker_start comes first); a restart_count that goes down does too."""
         gen: dict[tuple, int] = {}
         last_rc: dict[tuple, int] = {}
+        trainer_spoke: dict[tuple, bool] = {}
         keys: dict[int, Incarnation] = {}
         for ev in sorted(self.events, key=lambda e: e.get("ts", 0.0)):
             base = (str(ev.get("node")), int(ev.get("local_rank", 0)), int(ev.get("pid", 0)))
             rc = int(ev.get("restart_count", 0) or 0)
-            if base in gen and ((ev.get("event") == "phase" and ev.get("phase") == "config")
-                                or rc < last_rc[base]):
+            name = ev.get("event")
+            if base in gen and (name == "worker_start" or rc < last_rc[base]
+                                or (name == "phase" and ev.get("phase") == "config" and trainer_spoke[base])):
                 gen[base] += 1
+                trainer_spoke[base] = False
             gen.setdefault(base, 0)
+            trainer_spoke[base] = trainer_spoke.get(base, False) or not ev.get("observed")
             last_rc[base] = rc
             keys[id(ev)] = (*base, gen[base])
         return keys
@@ -90,9 +107,22 @@ class History:
             out[keys[id(ev)]].append(ev)
         return out
 
+    @property
+    def observed_only(self) -> bool:
+        """Every event came from the node watcher: the trainer itself wrote none."""
+        return bool(self.events) and all(e.get("observed") for e in self.events)
+
     def max_step(self) -> int | None:
         steps = [int(e["step"]) for e in self.of("step") if "step" in e]
         return max(steps) if steps else None
+
+
+def _without_duplicate_steps(events: list[dict]) -> list[dict]:
+    """A process that reports its own steps needs no steps read off its output by the node watcher."""
+    own = {(e.get("node"), e.get("local_rank"), e.get("pid")) for e in events
+           if e.get("event") == "step" and not e.get("observed")}
+    return [e for e in events if not (e.get("observed") and e.get("event") == "step"
+                                      and (e.get("node"), e.get("local_rank"), e.get("pid")) in own)]
 
 
 def fault_windows(lines: list[dict]) -> list[FaultWindow]:

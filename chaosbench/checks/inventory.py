@@ -11,10 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import time
 import zlib
 from pathlib import Path
 
+from chaosbench.cluster.base import FILL_FILE
+
 PARTIAL_MARKERS = (".tmp", "tmp-", ".partial", ".incomplete", "~")
+STEP_NAME = re.compile(r"step[-_]?0*(\d+)$")
 
 
 def _digest(path: Path, algo: str) -> str | None:
@@ -64,31 +69,73 @@ def verify_dir(d: Path) -> tuple[bool | None, str]:
     return True, f"{expected.split(':', 1)[0]} checksum ok"
 
 
-def take_inventory(roots: dict[str, tuple[str, Path]]) -> dict:
-    """roots: label -> (tier, directory). Returns {'files': [...], 'checkpoints': [...]}."""
+def _step_of(d: Path) -> int | None:
+    """The step a checkpoint directory holds: its manifest's `step`, else the number in its name."""
+    try:
+        man = json.loads((d / "manifest.json").read_text())
+        if isinstance(man, dict) and isinstance(man.get("step"), int):
+            return man["step"]
+    except (OSError, ValueError):
+        pass
+    m = STEP_NAME.search(d.name)
+    return int(m.group(1)) if m else None
+
+
+def _is_partial(name: str) -> bool:
+    return any(m in name.lower() for m in PARTIAL_MARKERS)
+
+
+def take_inventory(roots: dict[str, tuple[str, Path]], unseen: dict[str, tuple[str, str]] | None = None,
+                   s3: dict | None = None) -> dict:
+    """roots: label -> (tier, directory); unseen: label -> (tier, why) for directories the caller
+    could not locate; s3: an `s3_inventory` result. Returns {'taken_at', 'files', 'checkpoints',
+    'unseen'}. A checkpoint is every directory that holds files, or is named like a step
+    (`step-00000040`, also when empty); it is published unless its path under the root carries a
+    temp marker (`.tmp-step-…`), whatever stray files it holds."""
     files, ckpts = [], []
+    missing = [{"node": label.split("/")[0], "tier": tier, "reason": why} for label, (tier, why) in
+               sorted((unseen or {}).items())]
     for label, (tier, root) in sorted(roots.items()):
         root = Path(root)
         if not root.is_dir():
+            missing.append({"node": label.split("/")[0], "tier": tier, "reason": f"{root} does not exist"})
             continue
-        dirs = set()
-        for dirpath, _, names in os.walk(root):          # os.walk ignores directories that vanish
+        dirs, errors = set(), []
+        for dirpath, subdirs, names in os.walk(root, onerror=errors.append):   # vanished dirs are skipped
+            here = Path(dirpath)
+            if STEP_NAME.search(here.name) and here != root:
+                dirs.add(here)                                 # seen even when empty
             for name in sorted(names):
-                p = Path(dirpath) / name
-                if name.startswith("fill"):              # fill_nvme's ballast is not a checkpoint
+                p = here / name
+                if name == FILL_FILE:                          # fill_nvme's ballast is not a checkpoint
                     continue
                 try:
                     size = p.stat().st_size
-                except FileNotFoundError:                # rotated away while we looked
+                except FileNotFoundError:                      # rotated away while we looked
                     continue
                 files.append({"node": label, "tier": tier, "path": str(p.relative_to(root)), "bytes": size,
-                              "partial": any(m in p.name.lower() or m in p.parent.name.lower()
-                                             for m in PARTIAL_MARKERS)})
-                dirs.add(p.parent)
+                              "partial": _is_partial(p.name) or _is_partial(str(p.parent.relative_to(root)))})
+                if here != root:
+                    dirs.add(here)
+        for err in errors:
+            if not isinstance(err, FileNotFoundError):
+                missing.append({"node": label.split("/")[0], "tier": tier,
+                                "reason": f"could not read {err.filename}: {err.strerror}"})
         for d in sorted(dirs):
+            rel = str(d.relative_to(root))
+            if _is_partial(rel):
+                ckpts.append({"node": label, "tier": tier, "dir": rel, "step": _step_of(d), "published": False,
+                              "valid": None, "reason": "temp leftover of an interrupted write"})
+                continue
             valid, why = verify_dir(d)
             if valid is None and why.startswith("removed"):
                 continue
-            ckpts.append({"node": label, "tier": tier, "dir": str(d.relative_to(root)) or ".",
+            if valid is None and not any(d.iterdir() if d.is_dir() else ()):
+                why = "empty published directory"
+            ckpts.append({"node": label, "tier": tier, "dir": rel, "step": _step_of(d), "published": True,
                           "valid": valid, "reason": why})
-    return {"files": files, "checkpoints": ckpts}
+    if s3 is not None:
+        files += s3.get("files", [])
+        ckpts += s3.get("checkpoints", [])
+        missing += s3.get("unseen", [])
+    return {"taken_at": time.time(), "files": files, "checkpoints": ckpts, "unseen": missing}

@@ -29,6 +29,7 @@ from chaosbench.checks.history import FaultWindow, History, Incarnation
 from chaosbench.result import Recovery
 
 DETECTION_EVENTS = ("health_check_failed", "fatal")
+RESTORE_EVENTS = ("checkpoint_loaded", "checkpoint_fresh_start")
 
 
 def _r(x: float | None) -> float | None:
@@ -100,31 +101,87 @@ def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, gro
     # the next restart round (a healed node rejoining), not this recovery.
     round_ = [inc for inc in first_step if starts[inc] <= first["ts"]]
     rec.failed_restarts = sum(1 for inc in new if inc not in first_step and starts[inc] <= first["ts"])
-    ev_round = sorted((e for inc in round_ for e in groups[inc]), key=lambda e: e["ts"])
     rec.rendezvous_done_at = min(starts[inc] for inc in round_)
-    loads = [e for e in ev_round if e.get("event") in ("checkpoint_loaded", "checkpoint_fresh_start")]
     rec.first_step_at = first["ts"]
     rec.world_size_after = first.get("world_size")
-    if loads:
-        rec.restored_at = max(e["ts"] for e in loads)
-        loaded = [e for e in loads if e.get("event") == "checkpoint_loaded"]
-        if loaded:
-            tiers = {str(e["tier"]) for e in loaded if e.get("tier") is not None}
-            rec.tier = ",".join(sorted(tiers)) if tiers else None   # 'memory,nvme' if ranks disagree
-            rec.restored_step = max(int(e["step"]) for e in loaded if e.get("step") is not None) \
-                if any(e.get("step") is not None for e in loaded) else None
-            sources = sorted({str(e["source"]) for e in loaded if e.get("source")})
-            rec.source = ",".join(sources) or None
-            sizes = [int(e["bytes"]) for e in loaded if e.get("bytes") is not None]
-            rec.bytes = max(sizes) if sizes else None
-            durs = [float(e["duration_s"]) for e in loaded if e.get("duration_s") is not None]
-            rec.restore_duration_s = _r(max(durs)) if durs else None
-        else:
-            rec.tier, rec.restored_step = "none", 0   # fresh start: everything was lost
-    if step_before is not None and rec.restored_step is not None:
-        rec.lost_steps = max(0, step_before - rec.restored_step)
+    rec.ranks_after = len(round_)
+    sizes = {inc: e.get("world_size") for inc, e in first_step.items() if inc in round_}
+    if len(set(sizes.values())) > 1:
+        rec.problems.append("ranks of the round report different world sizes: " + ", ".join(
+            f"{inc[0]}/local{inc[1]}: {ws}" for inc, ws in sorted(sizes.items(), key=lambda kv: str(kv[0]))))
+    _restore_round(rec, {inc: groups[inc] for inc in round_}, first_step)
     _phases(rec)
     return rec
+
+
+def _label(inc: Incarnation) -> str:
+    return f"{inc[0]}/local{inc[1]} (pid {inc[2]})"
+
+
+def _restore_round(rec: Recovery, round_: dict[Incarnation, list[dict]], first_step: dict) -> None:
+    """What the round restored, judged per rank: every rank of the round must report the same
+    restore (a load of one tier and step, or a fresh start on all), before the step after it.
+    Anything else is listed in rec.problems; lost work counts from the lowest restored step."""
+    restore: dict[Incarnation, dict] = {}
+    for inc, evs in round_.items():
+        got = [e for e in evs if e.get("event") in RESTORE_EVENTS]
+        if got:
+            restore[inc] = got[-1]
+    if not restore:
+        return   # nothing to judge: the checks say which event was missing
+    rec.restored_at = max(e["ts"] for e in restore.values())
+    problems = rec.problems
+    silent = [inc for inc in round_ if inc not in restore and not _only_observed(round_[inc])]
+    if silent:
+        problems.append("no checkpoint_loaded or checkpoint_fresh_start from " + ", ".join(map(_label, silent)))
+    loaded = {inc: e for inc, e in restore.items() if e.get("event") == "checkpoint_loaded"}
+    fresh = [inc for inc in restore if inc not in loaded]
+    if loaded and fresh:
+        problems.append("fresh start on " + ", ".join(map(_label, fresh)) + " beside checkpoint loads on "
+                        + ", ".join(map(_label, loaded)))
+    tiers = {str(e.get("tier")) if e.get("tier") is not None else None for e in loaded.values()}
+    if None in tiers and len(tiers) > 1:
+        problems.append("checkpoint_loaded without 'tier' on "
+                        + ", ".join(_label(i) for i, e in loaded.items() if e.get("tier") is None))
+    named = sorted(t for t in tiers if t is not None) + (["none"] if fresh else [])
+    rec.tier = ",".join(named) if named else None     # 'memory,nvme' if ranks disagree
+    if len(named) > 1:
+        problems.append("ranks restored from different tiers: " + _per_rank(restore, "tier"))
+    steps = {inc: (0 if inc in fresh else int(e["step"]) if e.get("step") is not None else None)
+             for inc, e in restore.items()}
+    known = [s for s in steps.values() if s is not None]
+    if len(set(known)) > 1:
+        problems.append("ranks restored different steps: " + _per_rank(restore, "step"))
+    rec.restored_step = min(known) if known else None
+    if rec.restored_step is not None and rec.step_before_fault is not None:
+        rec.lost_steps = rec.step_before_fault - rec.restored_step
+        if rec.lost_steps < 0:
+            problems.append(f"restored step {max(known)} is above the last step before the fault "
+                            f"({rec.step_before_fault}): no such checkpoint can exist")
+    jumps = [f"{_label(inc)} restored {steps[inc]} but first trained step {first_step[inc]['step']}"
+             for inc in restore if inc in first_step and steps[inc] is not None
+             and first_step[inc].get("step") is not None and int(first_step[inc]["step"]) != steps[inc] + 1]
+    if jumps:
+        problems.append("training did not resume at the step after the restore: " + "; ".join(jumps))
+    sources = sorted({str(e["source"]) for e in loaded.values() if e.get("source")})
+    rec.source = ",".join(sources) or None
+    sizes = [int(e["bytes"]) for e in loaded.values() if e.get("bytes") is not None]
+    rec.bytes = max(sizes) if sizes else None
+    durs = [float(e["duration_s"]) for e in loaded.values() if e.get("duration_s") is not None]
+    rec.restore_duration_s = _r(max(durs)) if durs else None
+    rec.claims = [{"node": inc[0], "local_rank": inc[1], "tier": e.get("tier"), "step": e.get("step"),
+                   "source": e.get("source"), "ts": e["ts"]} for inc, e in loaded.items()]
+
+
+def _only_observed(evs: list[dict]) -> bool:
+    """Lines the harness observed itself (a trainer without events): they never carry a restore."""
+    return all(e.get("observed") for e in evs)
+
+
+def _per_rank(restore: dict[Incarnation, dict], key: str) -> str:
+    def val(e):
+        return "fresh start" if e.get("event") == "checkpoint_fresh_start" else str(e.get(key, "?"))
+    return ", ".join(f"{inc[0]}/local{inc[1]}: {val(e)}" for inc, e in sorted(restore.items()))
 
 
 def _phases(rec: Recovery) -> None:

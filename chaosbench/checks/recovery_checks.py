@@ -2,12 +2,21 @@
 from __future__ import annotations
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
+from chaosbench.checks.evidence import contradictions
 from chaosbench.checks.history import History
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
 
-def _preconditions(name: str, expected, h: History, recs: list[Recovery]) -> CheckResult | None:
+NO_RESTORE = ("not evaluated: no restore tier seen; emit checkpoint_loaded (with tier and step) or "
+              "checkpoint_fresh_start from every rank after a restart (docs/events.md; for your own job, "
+              "chaosbench.instrument does it in one line: docs/byo-trainer.md)")
+
+
+def preconditions(name: str, expected, h: History, recs: list[Recovery],
+                   restore: bool = False) -> CheckResult | None:
+    """Common reasons a recovery check cannot pass. restore: the check judges what was restored,
+    so every recovery must have a coherent restore round."""
     if not h.events:
         return not_evaluated(name, expected, NO_EVENTS)
     if not h.faults:
@@ -19,7 +28,29 @@ def _preconditions(name: str, expected, h: History, recs: list[Recovery]) -> Che
     if broken:
         return failed(name, expected, None, f"after fault(s) {', '.join(broken)} workers restarted "
                                             "but never completed a training step")
+    if restore:
+        unseen = [r.fault_id for r in recs if r.restored_step is None and not r.problems]
+        if unseen:
+            return not_evaluated(name, expected, f"after {', '.join(unseen)}: {NO_RESTORE}")
+        observed = ", ".join(f"{r.tier}@{r.restored_step}" for r in recs)
+        bad = [f"after {r.fault_id}: {'; '.join(r.problems)}" for r in recs if r.problems]
+        if bad:
+            return failed(name, expected, observed, "inconsistent restore: " + " | ".join(bad) + unrestarted(h, recs))
+        checked = [contradictions(h, r) for r in recs]
+        if any(p for p, _ in checked):
+            return failed(name, expected, observed, "restore not backed by the harness's evidence: "
+                          + " | ".join(x for p, _ in checked for x in p))
+        if any(u for _, u in checked):
+            return not_evaluated(name, expected, "restore claims could not be checked: "
+                                 + " | ".join(x for _, u in checked for x in u))
     return None
+
+
+def unrestarted(h: History, recs: list[Recovery]) -> str:
+    """'; fault(s) x caused no worker restart ...' so a fault left out of the checks is said, not hidden."""
+    seen = {r.fault_id for r in recs}
+    rest = [f"{f.id} ({f.fault})" for f in h.faults if f.id not in seen]
+    return f"; fault(s) {', '.join(rest)} caused no worker restart: not part of this check" if rest else ""
 
 
 def recovered_from(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
@@ -27,17 +58,16 @@ def recovered_from(h: History, e: Expect, recs: list[Recovery]) -> CheckResult |
         return None
     name = "recovered_from"
     expected = e.recovered_from if e.resumed_at_step is None else f"{e.recovered_from or 'any tier'} @ step {e.resumed_at_step}"
-    if (pre := _preconditions(name, expected, h, recs)) is not None:
+    if (pre := preconditions(name, expected, h, recs, restore=True)) is not None:
         return pre
     if any(r.tier is None for r in recs):
-        return not_evaluated(name, expected, "the restarted trainer reported no checkpoint tier "
-                                             "(no checkpoint_loaded event with 'tier')")
+        return not_evaluated(name, expected, NO_RESTORE)
     observed = ", ".join(f"{r.tier}@{r.restored_step}" for r in recs)
     wrong = [r for r in recs if e.recovered_from is not None and r.tier != e.recovered_from]
     wrong += [r for r in recs if e.resumed_at_step is not None and r.restored_step != e.resumed_at_step
               and r not in wrong]
     detail = "; ".join(f"after {r.fault_id}: restored step {r.restored_step} from {r.tier}"
-                       + (f" ({r.source})" if r.source else "") for r in recs)
+                       + (f" ({r.source})" if r.source else "") for r in recs) + unrestarted(h, recs)
     if wrong:
         return failed(name, expected, observed, f"expected {expected}, but {detail}")
     return passed(name, expected, observed, detail)
@@ -47,7 +77,7 @@ def max_lost_steps(h: History, e: Expect, recs: list[Recovery]) -> CheckResult |
     if e.max_lost_steps is None:
         return None
     name, expected = "max_lost_steps", f"<= {e.max_lost_steps}"
-    if (pre := _preconditions(name, expected, h, recs)) is not None:
+    if (pre := preconditions(name, expected, h, recs, restore=True)) is not None:
         return pre
     unknown = [r.fault_id for r in recs if r.lost_steps is None]
     if unknown:
@@ -55,7 +85,7 @@ def max_lost_steps(h: History, e: Expect, recs: list[Recovery]) -> CheckResult |
                                              f"{', '.join(unknown)}")
     worst = max(recs, key=lambda r: r.lost_steps)
     detail = "; ".join(f"{r.fault_id}: last step {r.step_before_fault}, resumed at {r.restored_step} "
-                       f"-> {r.lost_steps} lost" for r in recs)
+                       f"-> {r.lost_steps} lost" for r in recs) + unrestarted(h, recs)
     ok = worst.lost_steps <= e.max_lost_steps
     return (passed if ok else failed)(name, expected, worst.lost_steps, detail)
 
@@ -74,10 +104,10 @@ def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckRe
     if e.max_recovery_seconds is None:
         return None
     name, expected = "max_recovery_seconds", f"<= {e.max_recovery_seconds:g}"
-    if (pre := _preconditions(name, expected, h, recs)) is not None:
+    if (pre := preconditions(name, expected, h, recs)) is not None:
         return pre
     worst = max(recs, key=lambda r: r.total_s)
-    detail = "; ".join(_breakdown(r) for r in recs)
+    detail = "; ".join(_breakdown(r) for r in recs) + unrestarted(h, recs)
     ok = worst.total_s <= e.max_recovery_seconds
     return (passed if ok else failed)(name, expected, worst.total_s, detail)
 
@@ -86,10 +116,16 @@ def world_size_after(h: History, e: Expect, recs: list[Recovery]) -> CheckResult
     if e.world_size_after is None:
         return None
     name, expected = "world_size_after", e.world_size_after
-    if (pre := _preconditions(name, expected, h, recs)) is not None:
+    if (pre := preconditions(name, expected, h, recs)) is not None:
         return pre
     last = recs[-1]
     detail = f"after {last.fault_id}: world size {last.world_size_before} -> {last.world_size_after}"
+    if last.ranks_after is not None and last.world_size_after is not None and last.ranks_after != last.world_size_after:
+        return failed(name, expected, last.world_size_after, f"{detail}, but {last.ranks_after} rank(s) trained in "
+                                                             "that round")
+    sizes = [p for p in last.problems if "world sizes" in p]
+    if sizes:
+        return failed(name, expected, last.world_size_after, f"{detail}; {sizes[0]}")
     ok = last.world_size_after == e.world_size_after
     return (passed if ok else failed)(name, expected, last.world_size_after, detail)
 
@@ -110,5 +146,23 @@ def world_sizes(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | No
     if not h.of("step"):
         return not_evaluated(name, expected, NO_EVENTS if not h.events else "no step events were recorded")
     seq = world_size_sequence(h)
+    short = _short_segments(h)
+    if short:
+        return failed(name, expected, seq, f"world size over the run (steps): {seq}, but " + "; ".join(short))
     ok = seq == e.world_sizes
     return (passed if ok else failed)(name, expected, seq, f"world size over the run (steps): {seq}")
+
+
+def _short_segments(h: History) -> list[str]:
+    """A world size is a claim: in each stretch of steps at size N, N distinct ranks must have trained."""
+    out, ws, ranks = [], None, set()
+    for ev in h.of("step") + [{"world_size": None}]:
+        size = ev.get("world_size")
+        if size is None and "event" in ev:
+            continue
+        if size != ws:
+            if ws is not None and len(ranks) < int(ws):
+                out.append(f"world size {ws} claimed while {len(ranks)} rank(s) trained")
+            ws, ranks = size, set()
+        ranks.add((ev.get("node"), ev.get("local_rank")))
+    return out

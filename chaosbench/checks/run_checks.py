@@ -6,6 +6,7 @@ import statistics
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
+from chaosbench.checks.recovery_checks import preconditions, unrestarted
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect, LossContinuity
 
@@ -57,11 +58,11 @@ def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
     steps = [ev for ev in h.of("step") if ev.get("loss") is not None]
     if not steps:
         return not_evaluated(name, expected, NO_EVENTS if not h.events else "step events carry no loss")
-    restored = [r for r in recs if r.first_step_at is not None]
-    if not restored:
-        return not_evaluated(name, expected, "no restore followed by a training step was recorded")
+    # a restart that never trained again is a failure, not a recovery to skip
+    if (pre := preconditions(name, expected, h, recs)) is not None:
+        return pre
     worst, lines = 0.0, []
-    for r in restored:
+    for r in recs:
         before = [float(ev["loss"]) for ev in steps if ev["ts"] < r.injected_at][-3:]
         after = [float(ev["loss"]) for ev in steps if ev["ts"] >= r.first_step_at][:1]
         if not before or not after:
@@ -71,15 +72,17 @@ def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
         worst = max(worst, ratio)
         lines.append(f"{r.fault_id}: loss {ref:.4f} before -> {after[0]:.4f} after (x{ratio:.3f})")
     ok = worst <= 1 + cfg.max_increase
-    return (passed if ok else failed)(name, expected, round(worst, 4), "; ".join(lines))
+    return (passed if ok else failed)(name, expected, round(worst, 4), "; ".join(lines) + unrestarted(h, recs))
 
 
 def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     """Every published checkpoint is complete and matches its manifest.
 
-    Temp files of an interrupted atomic write (a node killed mid-save) are expected leftovers the
-    loader ignores; they are listed, not failed. A published directory without a manifest, or with
-    data that does not match it, is what a restore could wrongly pick up: that fails.
+    Temp directories of an interrupted atomic write (a node killed mid-save) are expected leftovers
+    the loader ignores; they are listed, not failed. A published directory (empty, without a
+    manifest, or with data that does not match it) is what a restore could wrongly pick up: that
+    fails, whatever stray temp files it also holds. Tiers and nodes the inventory could not see
+    are named; none seen at all is not evaluated.
     """
     if not e.checkpoints_valid:
         return None
@@ -88,21 +91,30 @@ def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResul
     if inv is None:
         return not_evaluated(name, expected, "no checkpoint inventory was taken (the backend exposes no "
                                              "checkpoint directories)")
-    files, ckpts = inv.get("files", []), inv.get("checkpoints", [])
-    if not files:
-        return not_evaluated(name, expected, "no checkpoint files were found on any node")
-    temp_dirs = {(f["node"], f["path"].rsplit("/", 1)[0]) for f in files if f.get("partial")}
-    published = [c for c in ckpts if (c["node"], c["dir"]) not in temp_dirs]
-    verified = [c for c in published if c.get("valid") is True]
-    if not verified and not any(c.get("valid") is False for c in published):
-        return not_evaluated(name, expected, f"{len(files)} file(s) found but no manifest to verify them against")
+    ckpts = inv.get("checkpoints", [])
+    unseen = inv.get("unseen", [])
+    blind = "; could not see " + ", ".join(f"{u['node']}/{u['tier']} ({u['reason']})" for u in unseen) \
+        if unseen else ""
+    published = [c for c in ckpts if c.get("published", True)]
+    leftovers = [c for c in ckpts if not c.get("published", True)]
+    if not published:
+        found = f"{len(inv.get('files', []))} file(s), {len(leftovers)} temp leftover(s)"
+        return not_evaluated(name, expected, f"no published checkpoint found ({found}){blind}")
+    if all(c.get("valid") is None and c.get("reason") == "no manifest.json" for c in published):
+        return not_evaluated(name, expected, f"{len(published)} checkpoint director(ies) found but no manifest "
+                                             f"to verify them against (docs/events.md: checkpoint layout){blind}")
+    stray = {(f["node"], f["path"].rsplit("/", 1)[0]) for f in inv.get("files", []) if f.get("partial")}
+    stray = [c for c in published if (c["node"], c["dir"]) in stray]
+    tiers = sorted({f"{c['tier']}" for c in published})
+    notes = (f"; {len(leftovers)} temp leftover(s) of interrupted writes, ignored by the loader" if leftovers else "") \
+        + (f"; stray temp file(s) inside {', '.join(c['node'] + ':' + c['dir'] for c in stray[:5])}" if stray else "") \
+        + blind
     bad = [f"{c['node']}:{c['dir']} ({c['reason']})" for c in published if c.get("valid") is not True]
-    leftovers = f"; {len(temp_dirs)} temp leftover(s) of interrupted writes, ignored by the loader" \
-        if temp_dirs else ""
     if bad:
         return failed(name, expected, len(bad), f"{len(bad)} incomplete or corrupt checkpoint(s): "
-                                                f"{', '.join(bad[:5])}{leftovers}")
-    return passed(name, expected, len(verified), f"{len(verified)} checkpoint(s) verified by checksum{leftovers}")
+                                                f"{', '.join(bad[:5])}{notes}")
+    return passed(name, expected, len(published), f"{len(published)} checkpoint(s) verified by checksum "
+                                                  f"({', '.join(tiers)}){notes}")
 
 
 def no_fatal(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
@@ -111,6 +123,8 @@ def no_fatal(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     name, expected = "no_fatal", 0
     if not h.events:
         return not_evaluated(name, expected, NO_EVENTS)
+    if h.observed_only:   # the job writes no `fatal`: judge from what its torchrun agents logged
+        return _no_failure_observed(h, name, expected)
     fatal = h.of("fatal")
     if fatal:
         first = fatal[0]
@@ -120,14 +134,37 @@ def no_fatal(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     return passed(name, expected, 0, "no fatal event")
 
 
+def _no_failure_observed(h: History, name: str, expected: int) -> CheckResult:
+    """A job without events cannot say `fatal`; a failed worker group or a launcher that exited non-zero
+    is the outside evidence of one. Without agent lines there is no evidence either way."""
+    if not h.agent_events:
+        return not_evaluated(name, expected, "the job wrote no events and no torchrun agent line was seen "
+                                             "(run it under the node watcher, or emit fatal(): docs/byo-trainer.md)")
+    bad = [a for a in h.agent_events if a.get("event") == "worker_group_failed"
+           or (a.get("event") == "launcher_exit" and a.get("exit_code") not in (0, None))]
+    if bad:
+        first = bad[0]
+        what = (f"exit code {first.get('exit_code')}" if first.get("event") == "launcher_exit"
+                else first.get("line", "worker group failed"))
+        return failed(name, expected, len(bad), f"{len(bad)} failure(s) seen by the node watcher; first on "
+                                                f"{first.get('node')}: {what}")
+    return passed(name, expected, 0, f"no worker group failure in {len(h.agent_events)} torchrun agent event(s)")
+
+
 def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     out = []
     for rule in e.log_regex:
         name = f"log_regex:{rule.pattern}"
         expected = f"{rule.expect} in {rule.node or 'any'} log"
-        logs = {k: v for k, v in h.logs.items() if rule.node is None or rule.node in k}
+        # 'node-1' names node-1.log, not node-10.log
+        logs = {k: v for k, v in h.logs.items()
+                if rule.node is None or re.match(re.escape(rule.node) + r"(?![0-9A-Za-z])", k)}
         if not logs:
             out.append(not_evaluated(name, expected, f"no logs were collected{' for ' + rule.node if rule.node else ''}"))
+            continue
+        if rule.expect == "absent" and not any(v.strip() for v in logs.values()):
+            out.append(not_evaluated(name, expected, f"the log(s) {', '.join(sorted(logs))} are empty: an absent "
+                                                     "pattern proves nothing"))
             continue
         rx = re.compile(rule.pattern)
         hits = [(k, m.group(0)) for k, text in logs.items() for m in [rx.search(text)] if m]
@@ -136,3 +173,13 @@ def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
         res = passed if observed == rule.expect else failed
         out.append(res(name, expected, observed, f"pattern {observed}{where}"))
     return out
+
+
+def event_contract(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """Always on, and only present when it fails: an event line whose known fields have the wrong type
+    (docs/events.md) was left out of every other check; say so instead of judging without it."""
+    if not h.rejected_lines:
+        return None
+    return failed("event_contract", "every event line well-typed (docs/events.md)", len(h.rejected_lines),
+                  f"{len(h.rejected_lines)} event line(s) left out of the checks: "
+                  + "; ".join(h.rejected_lines[:5]))

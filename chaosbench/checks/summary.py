@@ -38,6 +38,8 @@ def _median(xs):
 
 def checkpoint_stats(h: History) -> dict[str, TierStats]:
     out = {}
+    if not any(str(e.get("event", "")).startswith("checkpoint_") for e in h.events):
+        return out   # a job that reports no checkpoints: "not measured", not "0 saves"
     for tier in TIERS:
         saved = [e for e in h.of("checkpoint_saved") if e.get("tier") == tier]
         failed = [e for e in h.of("checkpoint_failed") if e.get("tier") == tier]

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from chaosbench.cluster.lifecycle import UpDown
 
+FILL_FILE = ".chaosbench-fill"   # fill_nvme's ballast on a node's NVMe (never a checkpoint)
+
 
 class ClusterError(RuntimeError):
     """The cluster or harness itself broke (maps to CLI exit code 3)."""
@@ -33,7 +35,12 @@ class ClusterSpec:
     max_restarts: int = 10
     trainer_config: str = "trainer/configs/tiny.yaml"
     trainer_overrides: dict[str, object] = field(default_factory=dict)   # "section.field" -> value
-    command: list[str] | None = None  # bring-your-own trainer: argv run by each node instead of torchrun+trainer
+    command: list[str] | None = None  # raw escape hatch: argv run by each node instead of torchrun+trainer
+    job_argv: list[str] | None = None  # the user's job under our torchrun: [script, *args] or ['-m', module, *args]
+    workdir: str | None = None         # host path of the user's project (cwd of the job; read-only on docker)
+    trainer_image: str | None = None   # docker: the user's image for trainer nodes (python + torch)
+    progress_regex: str | None = None  # read step progress from worker output (a job without events)
+    checkpoint_tier: str = "nvme"      # where $CHAOSBENCH_CHECKPOINT_DIR points: nvme | memory
     env: dict[str, str] = field(default_factory=dict)
     nvme_size_mb: int = 256          # size limit of each node's NVMe mount
     shm_size_mb: int = 512
@@ -44,12 +51,19 @@ class ClusterSpec:
     warm_start: bool = True          # reference trainer: workers fork from a node-local server with torch imported
 
 
+    @property
+    def user_job(self) -> bool:
+        return bool(self.command or self.job_argv)
+
+
 class Cluster(UpDown, abc.ABC):
     """Lifecycle + fault primitives. Use as a context manager (UpDown): teardown always runs."""
 
     backend: str = "abstract"
     #: names of the fault primitives this backend supports (method names below)
     supported_faults: frozenset[str] = frozenset()
+    #: set by down() once everything it started is verifiably gone (the runner reports it as such)
+    torn_down: bool = False
 
     def __init__(self, spec: ClusterSpec):
         self.spec = spec

@@ -21,6 +21,7 @@ ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
 # Ports the proxy listens on inside its container for the two routes.
 PROXY_ETCD_PORT, PROXY_S3_PORT = 2379, 5000
 EVENTS_IN_NODE, NVME_IN_NODE, MEMORY_IN_NODE = "/chaosbench/events", "/nvme", "/dev/shm/chaosbench"
+WORKDIR_IN_NODE = "/workspace"   # the user's project (trainer.workdir), read-only
 SERVICES = ("etcd", "toxiproxy", "s3")
 
 
@@ -75,9 +76,17 @@ def _service(plan: ComposePlan, name: str, role: str, command: list[str], image:
 
 def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
     s3_url = f"http://{plan.ip('toxiproxy')}:{PROXY_S3_PORT}"
-    p = node_plan(spec, node, python="python", rdzv_endpoint=rdzv_endpoint(plan, spec), s3_url=s3_url,
-                  events_dir=EVENTS_IN_NODE, nvme_dir=NVME_IN_NODE, memory_dir=MEMORY_IN_NODE)
+    user_image = spec.trainer_image
+    p = node_plan(spec, node, python="python3" if user_image else "python", rdzv_endpoint=rdzv_endpoint(plan, spec),
+                  s3_url=s3_url, events_dir=EVENTS_IN_NODE, nvme_dir=NVME_IN_NODE, memory_dir=MEMORY_IN_NODE,
+                  workdir=WORKDIR_IN_NODE if spec.workdir else None)
     volumes = [f"{plan.events_host_dir}:{EVENTS_IN_NODE}"]
+    env = dict(p.env)
+    if spec.workdir:
+        volumes.append(f"{spec.workdir}:{WORKDIR_IN_NODE}:ro")
+    if user_image:   # the user's image has no chaosbench installed: the node watcher and
+        volumes.append(f"{plan.source_dir}:{SOURCE_MOUNT}:ro")   # instrument module come from the mount
+        env["PYTHONPATH"] = ":".join(x for x in (SOURCE_MOUNT, env.get("PYTHONPATH")) if x)
     tmpfs = []
     host_nvme = plan.nvme_host_dirs.get(node)
     if host_nvme:
@@ -87,11 +96,13 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
     # tmpfs and /dev/shm count against the memory limit: leave room for the trainer on top.
     mem_mb = spec.shm_size_mb + (0 if host_nvme else spec.nvme_size_mb) + int(
         os.environ.get("CHAOSBENCH_NODE_MEMORY_MB", "4096"))
-    extra = {"environment": p.env, "volumes": volumes, "shm_size": f"{spec.shm_size_mb}m",
+    extra = {"environment": env, "volumes": volumes, "shm_size": f"{spec.shm_size_mb}m",
              "mem_limit": f"{mem_mb}m", "cap_add": ["NET_ADMIN"], "stop_grace_period": "10s"}
     if tmpfs:
         extra["tmpfs"] = tmpfs
-    return _service(plan, node, "node", p.argv, **extra)
+    if p.cwd:
+        extra["working_dir"] = p.cwd
+    return _service(plan, node, "node", p.argv, image=user_image, **extra)
 
 
 def render(plan: ComposePlan, spec: ClusterSpec, nodes: list[str]) -> dict:

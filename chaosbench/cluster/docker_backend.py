@@ -17,25 +17,25 @@ from pathlib import Path
 
 from chaosbench.cluster import images, loopfs
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.base import FILL_FILE, Cluster, ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
                                              PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, dump,
                                              render, render_gpu_override)
-from chaosbench.cluster.docker_cli import compose, docker, remove_project, sweep
+from chaosbench.cluster.docker_cli import compose, docker, leftovers, remove_project, sweep
 from chaosbench.cluster.launch import validate
 from chaosbench.cluster.lifecycle import track, untrack
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
                                              wait_until)
 
 SERVICE_ALIASES = {"proxy": "toxiproxy", "toxiproxy": "toxiproxy", "etcd": "etcd", "s3": "s3"}
-_FILL_SCRIPT = """
+_FILL_SCRIPT = f"""
 import os, sys
 path, pct = sys.argv[1], float(sys.argv[2])
 st = os.statvfs(path); total = st.f_blocks * st.f_frsize
 need = int(total * pct / 100) - (total - st.f_bavail * st.f_frsize)
 chunk = b'\\0' * (1 << 20)
 try:   # unbuffered, so ENOSPC surfaces here and not in close(): a full disk is the point
-    with open(os.path.join(path, '.chaosbench-fill'), 'ab', buffering=0) as f:
+    with open(os.path.join(path, {FILL_FILE!r}), 'ab', buffering=0) as f:
         while need > 0:
             need -= f.write(chunk[:min(len(chunk), need)])
         os.fsync(f.fileno())
@@ -190,21 +190,28 @@ class DockerCluster(Cluster):
             exits[name] = {"status": st.get("Status"), "exit_code": st.get("ExitCode"),
                            "oom_killed": st.get("OOMKilled")}
             with open(logs / f"{name}.log", "wb") as out:   # the container's stdout and stderr
-                subprocess.run(["docker", "logs", "--timestamps", self.plan.container(name)],
-                               stdout=out, stderr=subprocess.STDOUT, timeout=120)
+                try:   # own session: a Ctrl-C during collection must not reach the docker CLI
+                    subprocess.run(["docker", "logs", "--timestamps", self.plan.container(name)],
+                                   stdout=out, stderr=subprocess.STDOUT, timeout=120, start_new_session=True)
+                except subprocess.TimeoutExpired:
+                    out.write(b"\n[chaosbench: docker logs timed out after 120 s]\n")
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
 
     def down(self) -> None:
-        try:
-            if self._files:
-                try:
-                    compose(self.project, self._files, "down", "-v", "--remove-orphans", "-t", "2",
-                            timeout=180)
-                except ClusterError:
-                    pass   # the label sweep below removes what compose could not
-            remove_project(self.project)
-        finally:
-            untrack(self)
+        if self._files:
+            try:
+                compose(self.project, self._files, "down", "-v", "--remove-orphans", "-t", "2",
+                        timeout=180)
+            except ClusterError:
+                pass   # the label sweep below removes what compose could not
+        remove_project(self.project)
+        left = {k: v for k, v in leftovers(self.project, check=True).items() if v}
+        left.update({"loop disks": [self.project]} if loopfs.mounted(self.project) else {})
+        if left:   # stay tracked: the exit-time sweep retries, `chaosbench clean` after a crash
+            raise ClusterError(f"teardown of {self.project} left " +
+                               "; ".join(f"{k}: {', '.join(v)}" for k, v in left.items()))
+        self.torn_down = True
+        untrack(self)
 
     # -- faults ----------------------------------------------------------------------------
     def _node(self, node: str) -> str:
@@ -274,7 +281,7 @@ class DockerCluster(Cluster):
         self._exec(node, "python", "-c", _FILL_SCRIPT, NVME_IN_NODE, str(percent), timeout=120)
 
     def free_nvme(self, node: str) -> None:
-        self._exec(node, "rm", "-f", f"{NVME_IN_NODE}/.chaosbench-fill")
+        self._exec(node, "rm", "-f", f"{NVME_IN_NODE}/{FILL_FILE}")
 
     def nvme_dir(self, node: str) -> Path:
         self._node(node)

@@ -1,4 +1,9 @@
-"""Thin wrappers over the docker and compose CLIs (every call with a timeout), and the label sweep."""
+"""Thin wrappers over the docker and compose CLIs (every call with a timeout), and the label sweep.
+
+Every docker/compose child runs in its own session: a terminal Ctrl-C goes to the foreground process
+group, and a docker CLI that got it would abort a `rm -f` of our teardown half-way. The harness alone
+gets the signal and decides what to stop.
+"""
 from __future__ import annotations
 
 import json
@@ -15,10 +20,19 @@ from chaosbench.cluster.compose_file import LABEL_PREFIX
 PROJECT_LABEL, OWNER_LABEL = f"{LABEL_PREFIX}.project", f"{LABEL_PREFIX}.owner"
 
 
+def _env(**extra: str) -> dict[str, str]:
+    # the owner token: a CLI orphaned by a killed harness (a compose up half-way) is reaped by the sweep
+    return {**os.environ, owner_mod.OWNER_ENV: owner_mod.token(), **extra}
+
+
 def docker(*args: str, timeout: float = 60, check: bool = True, input: str | None = None) -> str:
+    """stdout of `docker ARGS`. check=False: a failure or a timeout gives "" (best-effort removal goes on)."""
     try:
-        r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, input=input)
+        r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, input=input,
+                           start_new_session=True, env=_env())
     except subprocess.TimeoutExpired as exc:
+        if not check:
+            return ""
         raise ClusterError(f"docker {' '.join(args[:3])} timed out after {timeout:.0f}s") from exc
     if check and r.returncode != 0:
         raise ClusterError(f"docker {' '.join(args)[:200]} failed: {r.stderr.strip()[:800]}")
@@ -28,7 +42,8 @@ def docker(*args: str, timeout: float = 60, check: bool = True, input: str | Non
 @lru_cache(maxsize=1)
 def compose_cmd() -> tuple[str, ...]:
     """`docker compose` (v2) when the plugin exists, else Debian's `docker-compose` 1.29."""
-    if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30).returncode == 0:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True, timeout=30,
+                      start_new_session=True).returncode == 0:
         return ("docker", "compose")
     if shutil.which("docker-compose"):
         return ("docker-compose",)
@@ -40,8 +55,8 @@ def compose(project: str, files: list[str], *args: str, timeout: float = 300) ->
     for f in files:
         cmd += ["-f", f]
     try:
-        r = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, "COMPOSE_IGNORE_ORPHANS": "false"})
+        r = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, start_new_session=True,
+                           env=_env(COMPOSE_IGNORE_ORPHANS="false"))
     except subprocess.TimeoutExpired as exc:
         raise ClusterError(f"{' '.join(cmd[:2])} {args[0]} timed out after {timeout:.0f}s") from exc
     if r.returncode != 0:
@@ -53,7 +68,7 @@ def docker_unusable() -> str | None:
     if shutil.which("docker") is None:
         return "docker CLI not installed"
     r = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
-                       text=True, timeout=30)
+                       text=True, timeout=30, start_new_session=True)
     if r.returncode != 0:
         return f"docker daemon not reachable: {r.stderr.strip()[:200]}"
     try:
@@ -76,18 +91,19 @@ def remove_project(project: str) -> None:
     loopfs.remove_project(project)
 
 
-def leftovers(project: str | None = None) -> dict[str, list[str]]:
-    """Names of chaosbench containers/networks/volumes (of one project, or all)."""
+def leftovers(project: str | None = None, check: bool = False) -> dict[str, list[str]]:
+    """Names of chaosbench containers/networks/volumes (of one project, or all). check=True: raise when
+    docker cannot answer (a teardown must not count an unreachable daemon as "nothing left")."""
     flt = f"label={PROJECT_LABEL}" + (f"={project}" if project else "")
     return {
-        "containers": docker("ps", "-a", "--filter", flt, "--format", "{{.Names}}", check=False).split(),
-        "networks": docker("network", "ls", "--filter", flt, "--format", "{{.Name}}", check=False).split(),
-        "volumes": docker("volume", "ls", "--filter", flt, "--format", "{{.Name}}", check=False).split(),
+        "containers": docker("ps", "-a", "--filter", flt, "--format", "{{.Names}}", check=check).split(),
+        "networks": docker("network", "ls", "--filter", flt, "--format", "{{.Name}}", check=check).split(),
+        "volumes": docker("volume", "ls", "--filter", flt, "--format", "{{.Name}}", check=check).split(),
     }
 
 
-def sweep() -> list[str]:
-    """Remove projects whose owning harness process is dead (a crashed or killed run)."""
+def owners() -> dict[str, str]:
+    """project -> owner token of every chaosbench container, network and volume."""
     out = docker("ps", "-a", "--filter", f"label={PROJECT_LABEL}", "--format",
                  '{{.Label "%s"}} {{.Label "%s"}}' % (PROJECT_LABEL, OWNER_LABEL), check=False)
     projects: dict[str, str] = {}
@@ -101,8 +117,15 @@ def sweep() -> list[str]:
             for obj in json.loads(docker(kind, "inspect", *raw, check=False) or "[]"):
                 labels = obj.get("Labels") or {}
                 projects.setdefault(labels.get(PROJECT_LABEL, ""), labels.get(OWNER_LABEL, ""))
-    dead = [p for p, tok in projects.items() if p and not owner_mod.alive(tok)]
+    projects.pop("", None)
+    return projects
+
+
+def sweep(everything: bool = False) -> list[str]:
+    """Remove projects whose owning harness process is dead (a crashed or killed run); everything=True:
+    every project of ours, also of live runs and of other hosts (`chaosbench clean --all`)."""
+    dead = [p for p, tok in owners().items() if everything or not owner_mod.alive(tok)]
     for p in dead:
         remove_project(p)
-    dead += [p for p in loopfs.sweep() if p not in dead]
+    dead += [p for p in loopfs.sweep(everything) if p not in dead]
     return dead

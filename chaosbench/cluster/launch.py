@@ -6,6 +6,7 @@ directories differ, and those come in as arguments.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from chaosbench.cluster.base import ClusterSpec
@@ -18,6 +19,7 @@ RDZV_BACKENDS = ("c10d", "etcd-v3", "etcd", "etcd-v2")
 class NodePlan:
     argv: list[str]
     env: dict[str, str]
+    cwd: str | None = None   # the user's project directory; None: the chaosbench checkout
 
 
 def _fmt(value: object) -> str:
@@ -67,17 +69,27 @@ def validate(spec: ClusterSpec) -> None:
 
 
 def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, s3_url: str,
-              events_dir: str, nvme_dir: str, memory_dir: str) -> NodePlan:
+              events_dir: str, nvme_dir: str, memory_dir: str, workdir: str | None = None) -> NodePlan:
+    """`workdir`: where the node sees the user's project (defaults to spec.workdir, the host path)."""
+    checkpoint_root = memory_dir if spec.checkpoint_tier == "memory" else nvme_dir
     env = {
         "CHAOSBENCH_EVENTS_DIR": events_dir,
         "CHAOSBENCH_NODE": node,
         "CHAOSBENCH_RUN_ID": spec.run_id,
         "CHAOSBENCH_S3_ENDPOINT": s3_url,
+        "CHAOSBENCH_S3_BUCKET": S3_BUCKET,
         "CHAOSBENCH_NVME_DIR": nvme_dir,
         "CHAOSBENCH_MEMORY_DIR": memory_dir,
+        # a user's job keeps its checkpoints here: on the node's NVMe (or shm), where faults reach them
+        "CHAOSBENCH_CHECKPOINT_DIR": f"{checkpoint_root}/checkpoints",
+        "CHAOSBENCH_RDZV_BACKEND": spec.rendezvous,
+        "CHAOSBENCH_RDZV_ENDPOINT": rdzv_endpoint,
+        "CHAOSBENCH_NNODES": f"{spec.min_nodes}:{spec.max_nodes}",
+        "CHAOSBENCH_NPROC_PER_NODE": str(spec.procs_per_node),
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL_S3": s3_url,
         "PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION": "python",
         "PYTHONUNBUFFERED": "1",
         # torchrun (2.4+) hands workers the agent's rendezvous store; after a restart, survivors read
@@ -88,14 +100,17 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         "LOGLEVEL": "INFO",          # torchrun logs rendezvous rounds only at INFO: evidence for doctor --run
         **spec.env,
     }
-    if spec.command:
-        return NodePlan(list(spec.command), env)
     conf = dict(spec.rdzv_timeouts)
     if spec.rendezvous == "c10d":
         # Say which agent hosts the c10d store: on one machine every node "matches" the endpoint
         # host, and whichever binds first would host it — killing that node then kills rendezvous.
         conf["is_host"] = "true" if node == "node-0" else "false"
     rdzv_conf = ",".join(f"{k}={v}" for k, v in sorted(conf.items()))
+    env["CHAOSBENCH_RDZV_CONF"] = rdzv_conf
+    cwd = workdir or spec.workdir
+    if spec.command:   # raw argv: $CHAOSBENCH_* references are filled in, so it can form its group
+        argv = [_expand(a, env) for a in spec.command]
+        return NodePlan(observed_argv(python, spec, argv), env, cwd)
     argv = [python, "-m", "torch.distributed.run",
             f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
             f"--nproc-per-node={spec.procs_per_node}",
@@ -106,6 +121,10 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
             "--monitor-interval=0.1"]   # torch default; a dead worker is seen within 0.1 s
     if rdzv_conf:
         argv.append(f"--rdzv-conf={rdzv_conf}")
+    if spec.job_argv:
+        # the user's script: every worker's output prefixed [default<local_rank>]: for the observer
+        job = [_expand(a, env) for a in spec.job_argv]   # e.g. --ckpt-dir $CHAOSBENCH_CHECKPOINT_DIR
+        return NodePlan(observed_argv(python, spec, [*argv, "--tee=3", *job]), env, cwd)
     overrides = {
         "checkpoint.nvme_dir": nvme_dir,
         "checkpoint.memory_dir": memory_dir,
@@ -118,3 +137,18 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         worker += ["--set", f"{k}={_fmt(v)}"]
     # Warm start: a restarted worker skips seconds of imports inside the recovery window.
     return NodePlan(warm_start_argv(python, argv, worker) if spec.warm_start else argv + worker, env)
+
+
+def observed_argv(python: str, spec: ClusterSpec, launcher: list[str]) -> list[str]:
+    """A user's job runs under the node watcher (chaosbench/observer/node_watch.py), which records what
+    it sees of the launcher and its workers as events: history for a job that writes none itself."""
+    argv = [python, "-m", "chaosbench.observer.node_watch"]
+    if spec.progress_regex:
+        argv += ["--progress", spec.progress_regex]
+    return [*argv, "--", *launcher]
+
+
+def _expand(arg: str, env: dict[str, str]) -> str:
+    """$NAME / ${NAME} of the node's CHAOSBENCH_* variables; anything else is left as written."""
+    return re.sub(r"\$(?:\{(CHAOSBENCH_\w+)\}|(CHAOSBENCH_\w+))",
+                  lambda m: env.get(m.group(1) or m.group(2), m.group(0)), arg)

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.base import FILL_FILE, Cluster, ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.launch import S3_BUCKET, node_plan, validate
 from chaosbench.cluster.lifecycle import track, untrack
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
                                              wait_until)
 from chaosbench.services.etcd_server import EtcdServer
-from chaosbench.services.ports import free_port
+from chaosbench.services.ports import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_ENV = "CHAOSBENCH_CLUSTER"
@@ -67,6 +67,15 @@ class _Service:
                 self.kill()
 
 
+def python_services(host: str, ports: dict[str, int], logs: Path) -> dict[str, _Service]:
+    """The S3 endpoint and the fault proxy as subprocesses on `host` (not started yet)."""
+    py = sys.executable
+    return {"s3": _Service("s3", [py, "-m", "chaosbench.services.s3", "--host", host, "--port", str(ports["s3"]),
+                                  "--bucket", S3_BUCKET], logs / "s3.log"),
+            "proxy": _Service("proxy", [py, "-m", "chaosbench.proxy", "--host", host, "--port",
+                                        str(ports["proxy"])], logs / "proxy.log")}
+
+
 class LocalCluster(Cluster):
     backend = "local"
     supported_faults = frozenset({
@@ -103,15 +112,9 @@ class LocalCluster(Cluster):
         self.etcd = EtcdServer(self.run_dir / "nodes" / "etcd-data", host="127.0.0.1",
                                name=f"etcd-{self.project}")
         self.etcd.start()
-        for name in ("s3", "proxy", "proxy_etcd", "proxy_s3", "c10d"):
-            self._ports[name] = free_port()
-        py = sys.executable
-        self._services = {
-            "s3": _Service("s3", [py, "-m", "chaosbench.services.s3", "--host", "127.0.0.1", "--port",
-                                  str(self._ports["s3"]), "--bucket", S3_BUCKET], self.run_dir / "logs" / "s3.log"),
-            "proxy": _Service("proxy", [py, "-m", "chaosbench.proxy", "--host", "127.0.0.1", "--port",
-                                        str(self._ports["proxy"])], self.run_dir / "logs" / "proxy.log"),
-        }
+        names = ("s3", "proxy", "proxy_etcd", "proxy_s3", "c10d")
+        self._ports.update(zip(names, free_ports(len(names))))
+        self._services = python_services("127.0.0.1", self._ports, self.run_dir / "logs")
         for svc in self._services.values():
             svc.start()
         hint = f"; see {self.run_dir / 'logs'}"
@@ -145,7 +148,7 @@ class LocalCluster(Cluster):
                          memory_dir=str(self.shm_dir(node)))
         env = {**os.environ, **plan.env, CLUSTER_ENV: self.project}
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as out:
-            self._procs[node] = subprocess.Popen(plan.argv, env=env, cwd=REPO, stdout=out,
+            self._procs[node] = subprocess.Popen(plan.argv, env=env, cwd=plan.cwd or REPO, stdout=out,
                                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                  start_new_session=True)
 
@@ -192,20 +195,24 @@ class LocalCluster(Cluster):
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
 
     def down(self) -> None:
-        try:
-            for node in list(self._procs):
-                proctree.kill_all(self._markers(node))
-            proctree.kill_all({CLUSTER_ENV: self.project})
-            for proc in self._procs.values():
-                _reap(proc)
-            for svc in self._services.values():
-                svc.stop()
-            if self.etcd is not None:
-                self.etcd.stop()
-            loopfs.remove_project(self.project)
-            shutil.rmtree(SHM_ROOT / f"chaosbench-{self.project}", ignore_errors=True)
-        finally:
-            untrack(self)
+        for node in list(self._procs):
+            proctree.kill_all(self._markers(node))
+        proctree.kill_all({CLUSTER_ENV: self.project})
+        for proc in self._procs.values():
+            _reap(proc)
+        for svc in self._services.values():
+            svc.stop()
+        if self.etcd is not None:
+            self.etcd.stop()
+        loopfs.remove_project(self.project)
+        shutil.rmtree(SHM_ROOT / f"chaosbench-{self.project}", ignore_errors=True)
+        left = [p for p in proctree.find({CLUSTER_ENV: self.project}) if not proctree.zombie(p)]
+        left += [svc.proc.pid for svc in self._services.values() if svc.proc and svc.proc.poll() is None]
+        if left or loopfs.mounted(self.project):   # stay tracked: the exit-time sweep retries
+            raise ClusterError(f"teardown of {self.project} left processes {left}"
+                               + (" and mounted NVMe disks" if loopfs.mounted(self.project) else ""))
+        self.torn_down = True
+        untrack(self)
 
     # -- faults ----------------------------------------------------------------------------
     def _check(self, node: str) -> None:
@@ -270,7 +277,7 @@ class LocalCluster(Cluster):
 
     def free_nvme(self, node: str) -> None:
         self._check(node)
-        (self._nvme[node] / ".chaosbench-fill").unlink(missing_ok=True)
+        (self._nvme[node] / FILL_FILE).unlink(missing_ok=True)
 
     def nvme_dir(self, node: str) -> Path:
         self._check(node)

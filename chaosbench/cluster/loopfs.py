@@ -53,6 +53,29 @@ def _mounted(path: Path) -> bool:
         return any(line.split()[1] == target for line in f)
 
 
+def mounted(project: str) -> bool:
+    return any(_mounted(m) for m in (ROOT / project).glob("*/mnt"))
+
+
+def stale_loops(everything: bool = False) -> list[str]:
+    """Detach loop devices still backed by one of our images whose disk is no longer mounted (a
+    harness killed between mount and umount -d); returns the devices detached."""
+    if shutil.which("losetup") is None or os.geteuid() != 0:
+        return []
+    r = subprocess.run(["losetup", "-a"], capture_output=True, text=True, timeout=30)
+    out = []
+    for line in r.stdout.splitlines():   # /dev/loop3: []: (/var/tmp/chaosbench-disks/<p>/<node>/disk.img)
+        dev, _, rest = line.partition(":")
+        img = rest[rest.find("(") + 1:rest.rfind(")")].removesuffix(" (deleted)")
+        if not img.startswith(str(ROOT) + "/"):
+            continue
+        project = Path(img).relative_to(ROOT).parts[0]
+        if (everything or not mounted(project)) and \
+                subprocess.run(["losetup", "-d", dev], capture_output=True, timeout=30).returncode == 0:
+            out.append(dev)
+    return out
+
+
 def remove_project(project: str) -> None:
     base = ROOT / project
     if not base.exists():
@@ -66,8 +89,8 @@ def remove_project(project: str) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def sweep() -> list[str]:
-    """Remove disks whose owner process is gone; returns the projects removed."""
+def sweep(everything: bool = False) -> list[str]:
+    """Remove disks whose owner process is gone (everything=True: all of ours); returns the projects."""
     removed = []
     if not ROOT.exists():
         return removed
@@ -78,7 +101,7 @@ def sweep() -> list[str]:
             if time.time() - base.stat().st_mtime < 60:
                 continue
             tok = ""
-        if not owner_mod.alive(tok):
+        if everything or not owner_mod.alive(tok):
             remove_project(base.name)
             removed.append(base.name)
     return removed

@@ -56,7 +56,7 @@ def kill_all(markers: dict[str, str], timeout: float = 10.0) -> list[int]:
     """SIGKILL every matching process (repeatedly: a dying agent may still be forking) until none is left."""
     deadline, killed = time.monotonic() + timeout, set()
     while True:
-        pids = [p for p in find(markers) if not _zombie(p)]
+        pids = [p for p in find(markers) if not zombie(p)]
         if not pids:
             return sorted(killed)
         signal_all(pids, signal.SIGCONT)   # a stopped process still dies on SIGKILL, but be explicit
@@ -67,7 +67,7 @@ def kill_all(markers: dict[str, str], timeout: float = 10.0) -> list[int]:
         time.sleep(0.05)
 
 
-def _zombie(pid: int) -> bool:
+def zombie(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()

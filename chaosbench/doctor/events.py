@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 PHASES = ("config", "rendezvous", "process_group", "checkpoint_restore", "training", "shutdown")
-PROGRESS = {"phase", "step", "checkpoint_loaded", "checkpoint_fresh_start", "run_complete", "topology_change"}
+PROGRESS = {"phase", "step", "checkpoint_loaded", "checkpoint_fresh_start", "run_complete", "topology_change",
+            "worker_start"}
 
 
 @dataclass
@@ -74,6 +75,10 @@ def rank_states(events_dir: Path) -> list[RankState]:
                 s.last_step, s.last_step_ts = ev.get("step"), ts
                 if s.phase != "training":
                     s.phase, s.phase_since = "training", ts
+            elif name == "worker_start":   # node watcher (a job without phase events): started, nothing more known
+                s.phase, s.phase_since, s.ended = "startup", ts, None
+            elif name == "worker_exit" and not s.ended:
+                s.ended = "exited"
             elif name == "fatal":
                 s.ended = f"fatal: {ev.get('error_type') or ''} {ev.get('error') or ''}".strip()
             elif name == "run_complete":

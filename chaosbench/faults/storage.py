@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.base import FILL_FILE, ClusterError
 from chaosbench.faults.base import Fault, NodeParams
 from chaosbench.faults.registry import register
 
@@ -36,7 +36,7 @@ def newest_checkpoint_file(root: Path) -> Path | None:
     """
     skip = ("tmp", "partial", "manifest", "lock")
     files = [p for p in root.rglob("*") if p.is_file() and p.stat().st_size > 0
-             and not any(s in p.name.lower() for s in skip) and not p.name.startswith("fill")]
+             and not any(s in p.name.lower() for s in skip) and p.name != FILL_FILE]
     if not files:
         return None
     newest_dir = max(files, key=lambda p: p.stat().st_mtime).parent

@@ -35,8 +35,15 @@ def _write(path: Path, text: str) -> Path:
 def render_run(run_dir: str | Path) -> Path:
     """Write run_dir/report.html and run_dir/junit.xml from result.json, events/ and logs/."""
     run = load_run_dir(run_dir)
-    html = _env().get_template("report.html.j2").render(**build_context(run))
-    write_junit(run.result, Path(run_dir) / "junit.xml")
+    try:
+        html = _env().get_template("report.html.j2").render(**build_context(run))
+        write_junit(run.result, Path(run_dir) / "junit.xml")
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        # load.py checks the top-level shape; a value of the wrong type deeper down ends here, not in
+        # a traceback. result.json is the harness's own output, so this means a damaged or edited file.
+        raise ReportInputError(f"{Path(run_dir) / 'result.json'}: a field has an unexpected type or value "
+                               f"({type(exc).__name__}: {exc}); re-run the scenario or restore the file "
+                               "(docs/result.md lists the fields)") from exc
     return _write(Path(run_dir) / "report.html", html)
 
 

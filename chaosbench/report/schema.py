@@ -10,11 +10,11 @@ from typing import Any
 TOP = ("run_id", "scenario", "backend", "cluster", "seed", "command", "started_at", "finished_at",
        "duration_s", "verdict", "error", "faults", "recoveries", "checks", "checkpoints", "timeline",
        "goodput", "files")
-FAULT = ("id", "type", "target", "trigger", "params", "injected_at", "healed_at", "error")
+FAULT = ("id", "type", "target", "trigger", "params", "injected_at", "healed_at", "error", "verdict", "reason")
 RECOVERY = ("fault_id", "injected_at", "detected_at", "rendezvous_done_at", "restored_at", "first_step_at",
             "detection_s", "rendezvous_s", "restore_s", "first_step_s", "total_s", "tier", "restored_step",
             "source", "bytes", "restore_duration_s", "step_before_fault", "lost_steps",
-            "world_size_before", "world_size_after")
+            "world_size_before", "world_size_after", "problems", "claims")
 CHECK = ("name", "status", "expected", "observed", "reason", "optional")
 TIER = ("saves", "failures", "skipped", "errors", "stall_s_median", "total_s_median", "bytes_median",
         "throughput_mb_s")

@@ -6,7 +6,9 @@ from the right tier, how long did it take, what did it cost.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from .chart import TIERS, build_chart
@@ -152,6 +154,17 @@ def tier_rows(checkpoints: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _slurm_ids(run_dir: Path) -> str | None:
+    """'job 12; node-0 on c1: 12.0, 12.3; ...' from slurm.json (backend slurm), else None."""
+    try:
+        ids = json.loads((Path(run_dir) / "slurm.json").read_text())
+    except (OSError, ValueError):
+        return None
+    nodes = "; ".join(f"{n} on {ids.get('hosts', {}).get(n, '?')}: {', '.join(steps)}"
+                      for n, steps in sorted((ids.get("steps") or {}).items()))
+    return f"job {ids.get('job_id')}" + (f"; steps {nodes}" if nodes else "")
+
+
 def build_context(run: RunDir) -> dict[str, Any]:
     r = with_defaults(run.result)
     faults_recovered = not r["faults"] and bool(run.faults_log)
@@ -174,6 +187,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "scenario": scenario,
         "verdict": verdict_of(r),
         "shape": cluster_shape(r.get("cluster") or {}),
+        "slurm": _slurm_ids(run.path),
         "t0": chart.t0,
         "checkpoints_recorded": isinstance(run.result.get("checkpoints"), dict),
         "faults": faults,

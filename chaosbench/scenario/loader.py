@@ -148,18 +148,40 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
         if e.reaches_step is not None and f.at.step is not None and f.at.step >= e.reaches_step:
             add(("faults", i, "at", "step"), f"trigger step {f.at.step} is not before expect.reaches_step "
                                              f"{e.reaches_step}: the fault would never fire")
-    if s.trainer.command is None and s.trainer.config is None:
-        add(("trainer",), "give either trainer.config (the reference trainer) or trainer.command (your own)")
+    for i, f in enumerate(s.faults):
+        rank = f.params.get("local_rank")
+        if isinstance(rank, int) and rank >= c.procs_per_node:
+            add(("faults", i, f.kind, "local_rank"), f"local_rank {rank} does not exist: each node runs "
+                                                     f"{c.procs_per_node} worker(s) (cluster.procs_per_node), "
+                                                     f"valid: 0-{c.procs_per_node - 1}")
+    if not _has_checks(e):
+        add(("expect",), "no check to evaluate: a scenario without expectations proves nothing; give at "
+                         "least one, e.g. `expect: {reaches_step: 50}` (docs/scenarios.md lists them)")
+    if not s.trainer.user_job and s.trainer.config is None:
+        add(("trainer",), "give trainer.config (the reference trainer), or trainer.workdir + trainer.script "
+                          "(your own job, docs/byo-trainer.md)")
     return out
+
+
+def _has_checks(e) -> bool:
+    """True when the expectations yield at least one check (the flags count only when true)."""
+    valued = (e.recovered_from, e.resumed_at_step, e.max_lost_steps, e.max_recovery_seconds,
+              e.world_size_after, e.world_sizes, e.reaches_step)
+    flags = (e.no_restart, e.checkpoints_valid, e.no_fatal, e.loss_continuity, e.log_regex)
+    return any(v is not None for v in valued) or any(f not in (None, False, []) for f in flags)
 
 
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     source = str(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ScenarioError(source, [f"{source}: cannot read: {e.strerror}"]) from None
+    except UnicodeDecodeError as e:
+        line = path.read_bytes()[:e.start].count(b"\n") + 1
+        raise ScenarioError(source, [f"{source}:{line}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
+                                     f"offset {e.start}); save the file as UTF-8"]) from None
     try:
         node = yaml.compose(text)
         data = yaml.safe_load(text)
@@ -174,13 +196,32 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def _check_paths(s: Scenario, path: Path, lines: dict, source: str) -> None:
-    cfg = s.trainer.config
-    if s.trainer.command is None and cfg and resolve_trainer_config(cfg, path) is None:
+    t = s.trainer
+    if t.workdir is not None:
+        workdir = resolve_workdir(t.workdir, path)
+        loc = ("trainer", "workdir")
+        if not workdir.is_dir():
+            raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.workdir: directory '{t.workdir}' "
+                                         f"not found (resolved to {workdir}; relative paths start at {path.parent})"])
+        if t.script is not None and not (workdir / t.script).is_file():
+            loc = ("trainer", "script")
+            raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.script: '{t.script}' not found "
+                                         f"in {workdir}; give a path relative to trainer.workdir"])
+    cfg = t.reference_config
+    if cfg and resolve_trainer_config(cfg, path) is None:
         loc = ("trainer", "config")
         raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.config: file '{cfg}' not found "
                                      f"(relative to the current directory or {path.parent})"])
-    if s.trainer.command is None and cfg:
+    if cfg:
         _check_trainer_config(s, resolve_trainer_config(cfg, path), lines, source)
+
+
+def resolve_workdir(workdir: str, scenario_path: Path | None) -> Path:
+    """trainer.workdir: absolute, or relative to the scenario file (where the user keeps both)."""
+    p = Path(workdir).expanduser()
+    if not p.is_absolute():
+        p = (scenario_path.parent if scenario_path else Path.cwd()) / p
+    return p.resolve()
 
 
 def _check_trainer_config(s: Scenario, cfg_path: Path, lines: dict, source: str) -> None:

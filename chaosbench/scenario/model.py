@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from chaosbench.cluster.launch import keep_alive_problem
 
 Tier = Literal["memory", "nvme", "s3"]
-Backend = Literal["auto", "docker", "local"]
+Backend = Literal["auto", "docker", "local", "slurm"]
 Rendezvous = Literal["c10d", "etcd-v3", "etcd"]
 CHECK_NAMES = (
     "recovered_from", "max_lost_steps", "max_recovery_seconds", "world_size_after", "world_sizes",
@@ -62,10 +62,36 @@ class ClusterCfg(Strict):
         return self
 
 
+class ProgressCfg(Strict):
+    """How to read progress from a job that emits no events: a regex over each worker's output lines."""
+    regex: str = Field(description="with a named group 'step' (and optionally 'loss'), e.g. 'step (?P<step>\\d+)'")
+
+    @field_validator("regex")
+    @classmethod
+    def _has_step(cls, v: str):
+        import re
+        try:
+            pattern = re.compile(v)
+        except re.error as e:
+            raise ValueError(f"not a valid regular expression: {e}") from None
+        if "step" not in pattern.groupindex:
+            raise ValueError("the regex needs a named group 'step', e.g. 'step (?P<step>\\d+)'")
+        return v
+
+
 class TrainerCfg(Strict):
+    """The reference trainer (`config` + `overrides`), the user's own job launched under the harness's
+    torchrun (`workdir` + `script`|`module` + `args`), or a raw per-node `command`."""
     config: str | None = "trainer/configs/tiny.yaml"
     overrides: dict[str, Any] = Field(default_factory=dict)
-    command: list[str] | None = None   # bring-your-own trainer: argv each node runs instead of torchrun+trainer
+    workdir: str | None = None         # the user's project: cwd of the job (mounted read-only on docker)
+    script: str | None = None          # relative to workdir, run by torchrun
+    module: str | None = None          # or `python -m module`
+    args: list[str] = Field(default_factory=list)
+    image: str | None = None           # docker: the user's own image (python + torch) instead of ours
+    progress: ProgressCfg | None = None
+    checkpoint_dir: Literal["nvme", "memory"] = "nvme"   # where $CHAOSBENCH_CHECKPOINT_DIR points
+    command: list[str] | None = None   # raw escape hatch: argv each node runs instead of torchrun + trainer
 
     @field_validator("overrides")
     @classmethod
@@ -74,6 +100,41 @@ class TrainerCfg(Strict):
             if "." not in key:
                 raise ValueError(f"override '{key}' must be 'section.field' (e.g. checkpoint.checkpoint_interval)")
         return v
+
+    @model_validator(mode="after")
+    def _one_kind(self):
+        user = [k for k in ("script", "module") if getattr(self, k) is not None]
+        if len(user) == 2:
+            raise ValueError("give trainer.script or trainer.module, not both")
+        if user and self.command is not None:
+            raise ValueError(f"trainer.command and trainer.{user[0]} exclude each other: use {user[0]} to run your "
+                             f"job under the harness's torchrun, or command for a raw per-node argv")
+        if (user or self.command is not None) and (("config" in self.model_fields_set and self.config)
+                                                   or self.overrides):
+            which = user[0] if user else "command"
+            raise ValueError(f"trainer.config/overrides configure the reference trainer; remove them when "
+                             f"trainer.{which} runs your own job")
+        if user and not self.workdir:
+            raise ValueError(f"trainer.workdir is missing: the directory of your project (relative to the "
+                             f"scenario file), where trainer.{user[0]} is found")
+        if self.workdir and not user and self.command is None:
+            raise ValueError("trainer.workdir needs trainer.script (e.g. train.py) or trainer.module to run")
+        if not user and self.command is None:
+            extra = sorted(self.model_fields_set & {"args", "image", "progress", "checkpoint_dir"})
+            if extra:
+                raise ValueError(f"trainer.{extra[0]} applies to your own job: add trainer.script or trainer.module")
+        if self.command is not None and not self.command:
+            raise ValueError("trainer.command is empty: give the argv each node runs")
+        return self
+
+    @property
+    def user_job(self) -> bool:
+        """The user's own job (script, module or raw command), not the reference trainer."""
+        return self.script is not None or self.module is not None or self.command is not None
+
+    @property
+    def reference_config(self) -> str | None:
+        return None if self.user_job else self.config
 
 
 class Trigger(Strict):

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from chaosbench.services.ports import free_port, port_is_free
+from chaosbench.services.ports import free_ports, port_is_free
 
 ETCD_BINARY = os.environ.get("CHAOSBENCH_ETCD_BINARY", "/usr/bin/etcd")
 
@@ -32,8 +32,9 @@ class EtcdServer:
                  startup_timeout: float = 20.0, binary: str = ETCD_BINARY):
         self.data_dir = Path(data_dir)
         self.host = host
-        self.client_port = client_port or free_port(host)
-        self.peer_port = peer_port or free_port(host)
+        spare = iter(free_ports(2, host))   # distinct, so client and peer never collide
+        self.client_port = client_port or next(spare)
+        self.peer_port = peer_port or next(spare)
         self.name = name
         self.startup_timeout = startup_timeout
         self.binary = binary

@@ -21,6 +21,8 @@ def node_loss(tier: str | None = "memory", emit_tier: bool = True, restored=40, 
         events += [ev(0.0, "phase", n, r, 3, phase="training")]
         for s in range(1, 43):
             events.append(ev(0.1 * s, "step", n, r, 3, step=s, loss=3.0 - 0.01 * s))
+            if s % 5 == 0:   # each node's memory snapshot, as the reference trainer logs it
+                events.append(ev(0.1 * s + 0.01, "checkpoint_saved", n, r, 3, tier="memory", step=s, bytes=123456))
         if n != "node-2" and fatal:
             events.append(ev(4.25, "fatal", n, r, 3, error="Connection reset by peer", error_type="DistBackendError"))
     for r, n in enumerate(nodes[:2]):
@@ -92,6 +94,13 @@ def flapping_node() -> History:
     loss = round_(three[:2], 11.0, 58, 12.0, 20, 2)                   # f1#2: the survivors
     end(loss, 14.9, 2, 2, "phase", phase="shutdown", reason="SIGTERM")    # f1#2 healed: node-2 rejoins
     round_(three, 15.0, 78, 16.0, 21, 2, {"node-2": "peer"})
+    # each restored snapshot was saved by the process that trained that step, as the trainer logs it
+    for load in [e for e in events if e["event"] == "checkpoint_loaded" and e["step"]]:
+        done = [e for e in events if e["event"] == "step" and e["node"] == load["node"] and e["step"] == load["step"]
+                and e["ts"] < load["ts"]]
+        if done:
+            events.append({**done[0], "ts": done[0]["ts"] + 0.01, "event": "checkpoint_saved", "tier": "memory",
+                           "bytes": 1000})
     events.sort(key=lambda e: e["ts"])
     faults = [FaultWindow("f1", "kill_node", "node-2", {"node": "node-2"}, T0 + 2.4, T0 + 6.0),
               FaultWindow("f1#2", "kill_node", "node-2", {"node": "node-2"}, T0 + 9.8, T0 + 14.0)]

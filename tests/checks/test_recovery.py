@@ -61,7 +61,7 @@ def test_resumed_at_step():
 def test_trainer_without_tier_is_not_evaluated():
     h = node_loss(emit_tier=False)
     res = recovered_from(h, Expect(recovered_from="memory"), recoveries(h))
-    assert res.status == "not_evaluated" and "no checkpoint tier" in res.reason
+    assert res.status == "not_evaluated" and "no restore tier seen; emit checkpoint_loaded" in res.reason
 
 
 def test_trainer_without_events_is_not_evaluated():

@@ -60,7 +60,7 @@ def test_checkpoints_valid_over_real_files(tmp_path):
     nvme = tmp_path / "node-0"
     _ckpt(nvme, 20)
     _ckpt(nvme, 40)
-    (nvme / "fill.bin").write_bytes(b"0" * 10)      # the fill_nvme ballast is ignored
+    (nvme / ".chaosbench-fill").write_bytes(b"0" * 10)      # the fill_nvme ballast is ignored
     h = History(inventory=take_inventory({"node-0/nvme": ("nvme", nvme)}))
     res = run(checkpoints_valid, h, checkpoints_valid=True)
     assert res.status == "passed" and res.observed == 2
@@ -84,7 +84,7 @@ def test_checkpoints_valid_over_real_files(tmp_path):
 def test_checkpoints_valid_not_evaluated_cases(tmp_path):
     assert run(checkpoints_valid, History(), checkpoints_valid=True).status == "not_evaluated"
     empty = History(inventory=take_inventory({"n/nvme": ("nvme", tmp_path)}))
-    assert "no checkpoint files" in run(checkpoints_valid, empty, checkpoints_valid=True).reason
+    assert "no published checkpoint" in run(checkpoints_valid, empty, checkpoints_valid=True).reason
     _ckpt(tmp_path, 1, manifest=False)
     h = History(inventory=take_inventory({"n/nvme": ("nvme", tmp_path)}))
     res = run(checkpoints_valid, h, checkpoints_valid=True)
@@ -150,3 +150,36 @@ def test_inventory_skips_checkpoints_rotated_away_while_walking(tmp_path, monkey
     monkeypatch.setattr(inventory, "verify_dir", rotate_then_verify)
     inv = take_inventory({"n0/nvme": ("nvme", nvme)})
     assert [c["dir"] for c in inv["checkpoints"]] == ["step-00000040"]
+
+
+def test_no_fatal_on_a_job_without_events_reads_the_agents():
+    watched = [{"ts": 1.0, "event": "worker_start", "node": "node-0", "rank": 0, "local_rank": 0, "pid": 5,
+                "world_size": 2, "restart_count": 0, "observed": True}]
+    h = History(events=list(watched))
+    assert run(no_fatal, h, no_fatal=True).status == "not_evaluated"     # no agent lines: no evidence
+    h.agent_events = [{"ts": 2.0, "event": "rendezvous_done", "node": "node-0", "observed": True}]
+    assert run(no_fatal, h, no_fatal=True).status == "passed"
+    h.agent_events.append({"ts": 3.0, "event": "worker_group_failed", "node": "node-0", "observed": True,
+                           "line": "Worker group FAILED. 3/3 attempts left"})
+    res = run(no_fatal, h, no_fatal=True)
+    assert res.status == "failed" and "Worker group FAILED" in res.reason
+    h.agent_events = [{"ts": 2.0, "event": "launcher_exit", "node": "node-1", "exit_code": 1, "observed": True}]
+    assert run(no_fatal, h, no_fatal=True).status == "failed"
+
+
+def test_event_lines_with_wrong_types_fail_the_event_contract_instead_of_vanishing(tmp_path):
+    from chaosbench.checks import evaluate
+    (tmp_path / "events").mkdir()
+    ok = {"ts": 1.0, "event": "step", "node": "node-0", "rank": 0, "local_rank": 0, "world_size": 1,
+          "restart_count": 0, "step": 1}
+    lines = [json.dumps(ok), json.dumps({**ok, "ts": 2.0, "step": "2"}), '{"ts": 3.0, "event": "st']   # torn last
+    (tmp_path / "events" / "events-node-0-local0.jsonl").write_text("\n".join(lines))
+    h = History.load(tmp_path)
+    assert [e["step"] for e in h.events] == [1]
+    _, results = evaluate(h, Expect(reaches_step=1))
+    bad = [r for r in results if r.name == "event_contract"]
+    assert len(bad) == 1 and bad[0].status == "failed"
+    assert "events-node-0-local0.jsonl line 2: field 'step' is str" in bad[0].reason
+    (tmp_path / "events" / "events-node-0-local0.jsonl").write_text("\n".join([lines[0], lines[2]]))
+    _, results = evaluate(History.load(tmp_path), Expect(reaches_step=1))
+    assert not [r for r in results if r.name == "event_contract"]     # a torn line is no contract breach

@@ -54,7 +54,9 @@ def test_c10d_store_host_is_node0_only(tmp_path):
 def test_own_command_replaces_torchrun(tmp_path):
     spec = _spec(tmp_path, command=["python", "my_trainer.py"], env={"X": "1"})
     p = _plan(spec)
-    assert p.argv == ["python", "my_trainer.py"] and p.env["X"] == "1"
+    # run as written, under the node watcher that records what it sees of a job without events
+    assert p.argv[-3:] == ["--", "python", "my_trainer.py"] and p.env["X"] == "1"
+    assert p.argv[1:3] == ["-m", "chaosbench.observer.node_watch"]
 
 
 @pytest.mark.parametrize("kw,needle", [({"rendezvous": "zk"}, "rendezvous='zk'"),
@@ -101,10 +103,18 @@ def test_etcd_rendezvous_goes_through_proxy(tmp_path):
 
 
 def test_gpu_override_reserves_gpus_for_every_node(tmp_path):
-    doc = render_gpu_override(_compose_plan(tmp_path), ["node-0", "node-1"])
+    doc = yaml.safe_load(dump(render_gpu_override(_compose_plan(tmp_path), ["node-0", "node-1"])))
+    assert set(doc) == {"services"} and set(doc["services"]) == {"node-0", "node-1"}
     for n in ("node-0", "node-1"):
-        dev = doc["services"][n]["deploy"]["resources"]["reservations"]["devices"][0]
-        assert dev["capabilities"] == ["gpu"] and "NCCL_SOCKET_IFNAME" in doc["services"][n]["environment"]
+        svc = doc["services"][n]
+        assert set(svc) == {"deploy", "environment"}
+        # the compose spec's device reservation: capabilities required; count an int or "all",
+        # never together with device_ids; docker's GPU request is driver nvidia + capability gpu
+        (dev,) = svc["deploy"]["resources"]["reservations"]["devices"]
+        assert dev == {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
+        env = svc["environment"]
+        assert all(isinstance(v, str) for v in env.values()) and env["NCCL_SOCKET_IFNAME"] == "eth0"
+        assert env["NCCL_IB_DISABLE"] == "1"
 
 
 def test_keep_alive_attempts_below_three_are_refused(tmp_path):

@@ -23,7 +23,7 @@ OVERRIDES = {"training.max_steps": 100000, "training.step_sleep_s": 0.05,
 
 
 def _alive(markers):
-    return [p for p in proctree.find(markers) if not proctree._zombie(p)]
+    return [p for p in proctree.find(markers) if not proctree.zombie(p)]
 
 
 @pytest.mark.parametrize("rdzv", ["c10d"])
@@ -47,7 +47,7 @@ def test_local_train_kill_recover_teardown(tmp_path, rdzv):
         project = cluster.project
     # nothing left behind: node processes, services, shm, run logs collected
     assert _alive({CLUSTER_ENV: project}) == []
-    assert not os.path.exists(f"/proc/{etcd_pid}") or proctree._zombie(etcd_pid)
+    assert not os.path.exists(f"/proc/{etcd_pid}") or proctree.zombie(etcd_pid)
     assert not (cluster.shm_dir("node-0")).exists()
     assert (tmp_path / "exits.json").exists() and (tmp_path / "logs" / "node-0.log").stat().st_size > 0
 
@@ -91,4 +91,4 @@ def test_local_ctrl_c_and_crash_leave_nothing(tmp_path):
     assert orphans, "expected the killed harness to leave orphans (etcd, services, node)"
     sweep()
     wait_for("orphans gone", lambda: not [q for q in orphans if os.path.exists(f"/proc/{q}")
-                                          and not proctree._zombie(q)], 15)
+                                          and not proctree.zombie(q)], 15)

@@ -32,6 +32,6 @@ def test_kill_all_takes_children_in_their_own_sessions():
         proctree.kill_all(marker)
         p.wait(timeout=5)
         time.sleep(0.2)
-        assert [q for q in proctree.find(marker) if not proctree._zombie(q)] == []
+        assert [q for q in proctree.find(marker) if not proctree.zombie(q)] == []
     finally:
         proctree.kill_all(marker)

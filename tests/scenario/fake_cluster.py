@@ -58,6 +58,7 @@ class FakeCluster(Cluster):
         self._stop.set()
         if self._thread:
             self._thread.join(5)
+        self.torn_down = True
 
     def kill_node(self, node):
         self.calls.append(f"kill_node {node}")
@@ -104,4 +105,7 @@ class FakeCluster(Cluster):
                            step=step, loss=3.0 - step * 0.001)
             if step % self.every == 0:
                 snap = step
+                for r, n in enumerate(nodes):
+                    self._emit(n, r, len(nodes), restart, 1000 * restart + r if restart else 100, "checkpoint_saved",
+                               tier="memory", step=step, bytes=10)
             time.sleep(self.step_s)

@@ -151,3 +151,27 @@ def test_keep_alive_attempts_below_three_are_refused(tmp_path):
     assert "keep_alive_max_attempt=2" in p and "must be >= 3" in p and "use 3" in p
     ok = bad.replace("keep_alive_max_attempt: 2", "keep_alive_max_attempt: 3")
     load_scenario(write(tmp_path, ok))   # 3 is accepted
+
+
+def test_file_that_is_not_utf8_names_file_and_line(tmp_path):
+    p = tmp_path / "latin1.yaml"
+    p.write_bytes(GOOD.encode().replace(b"name: demo", b"name: demo\ndescription: caf\xe9"))
+    with pytest.raises(ScenarioError) as ei:
+        load_scenario(p)
+    assert ei.value.problems == [f"{p}:2: not UTF-8 text (byte 0xe9 at offset 27); save the file as UTF-8"]
+
+
+def test_fault_rank_beyond_the_cluster_shape_is_refused(tmp_path):
+    text = GOOD.replace("kill_node: {node: node-2}", "kill_worker: {node: node-1, local_rank: 2}")
+    text = text.replace("rendezvous: etcd-v3}", "rendezvous: etcd-v3, procs_per_node: 2}")
+    [p] = problems(tmp_path, text)
+    assert "faults[0].kill_worker.local_rank: local_rank 2 does not exist" in p and "valid: 0-1" in p
+    assert load_scenario(write(tmp_path, text.replace("local_rank: 2", "local_rank: 1"), "ok.yaml"))
+
+
+@pytest.mark.parametrize("expect", ["expect: {}", "expect: {no_restart: false, checkpoints_valid: false}", ""])
+def test_scenario_without_any_check_is_refused(tmp_path, expect):
+    text = GOOD.replace("faults:", "run: {timeout_s: 60}\nfaults:").split("expect:")[0] + expect + "\n"
+    text = text.replace("  - at: {step: 40}\n", "  - at: {seconds: 40}\n")
+    [p] = problems(tmp_path, text)
+    assert "expect: no check to evaluate" in p and "reaches_step" in p

@@ -35,9 +35,18 @@ def test_invalid_scenario_fails_with_file_line_and_choices(pytester, scen):
 
 def test_skips_with_reason_when_no_backend(pytester, scen, monkeypatch):
     monkeypatch.setenv("CHAOSBENCH_BACKEND", "no-such-backend")
+    monkeypatch.delenv("CI", raising=False)
     res = pytester.runpytest_inprocess("-q", "-rs", str(scen / "a.yaml"))
     res.assert_outcomes(skipped=1)
     res.stdout.fnmatch_lines(["*no chaos backend usable: docker*local*"])
+
+
+def test_fails_when_no_backend_under_ci(pytester, scen, monkeypatch):
+    monkeypatch.setenv("CHAOSBENCH_BACKEND", "no-such-backend")
+    monkeypatch.setenv("CI", "true")
+    res = pytester.runpytest_inprocess("-q", str(scen / "a.yaml"))
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*no chaos backend usable*CI is set*"])
 
 
 

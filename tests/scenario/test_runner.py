@@ -35,11 +35,12 @@ def test_passing_run_writes_the_record(tmp_path):
     r = out.result
     assert out.exit_code == 0, [c for c in r.checks if c.blocking]
     assert r.verdict == "passed" and {c.name for c in r.checks} == {
-        "recovered_from", "max_lost_steps", "world_size_after", "max_recovery_seconds", "reaches_step"}
+        "recovered_from", "max_lost_steps", "world_size_after", "max_recovery_seconds", "reaches_step", "fault:f1"}
     assert cluster.calls[:2] == ["up", "start_training"] and cluster.calls[-2:] == ["collect", "down"]
     assert "kill_node node-2" in cluster.calls
     (f,) = r.faults
     assert f.type == "kill_node" and f.target == "node-2" and f.trigger == "at step 20" and f.injected_at
+    assert f.verdict == "passed" and "caused a worker restart" in f.reason
     (rec,) = r.recoveries
     assert rec.tier == "memory" and rec.world_size_before == 3 and rec.world_size_after == 2
     d = out.run_dir
@@ -48,6 +49,8 @@ def test_passing_run_writes_the_record(tmp_path):
     assert json.loads((d / "result.json").read_text())["verdict"] == "passed"
     assert "kill_node:" in (d / "scenario.yaml").read_text()
     assert json.loads((d / "faults.jsonl").read_text().splitlines()[0])["action"] == "inject"
+    at_fault = json.loads((d / "inventories" / "f1.json").read_text())   # taken right after the kill
+    assert at_fault["fault_id"] == "f1" and {u["tier"] for u in at_fault["unseen"]} == {"nvme", "memory", "s3"}
 
 
 def test_wrong_tier_fails_with_exit_1_and_reason(tmp_path):
@@ -59,6 +62,27 @@ def test_wrong_tier_fails_with_exit_1_and_reason(tmp_path):
     assert "expected s3" in bad[0].reason and "from memory" in bad[0].reason
     junit = (out.run_dir / "junit.xml").read_text()
     assert 'failures="1"' in junit or "expected s3" in junit
+
+
+def test_run_goes_on_until_the_last_heal(tmp_path):
+    """reaches_step comes first; the pause still in place must heal (and settle) before the run stops."""
+    data = {**BASE, "faults": [{"at": {"step": 20}, "pause_node": {"node": "node-1"}, "duration_s": 1.5}],
+            "expect": {"reaches_step": 25}, "run": {"timeout_s": 30, "stuck_after_s": 10, "settle_s": 0.3}}
+    out, cluster = run(tmp_path, data)
+    (f,) = out.result.faults
+    harness = json.loads((out.run_dir / "harness.json").read_text())
+    assert f.healed_at - f.injected_at >= 1.5 and harness["stopped_at"] >= f.healed_at + 0.3
+    assert out.exit_code == 0 and f.verdict == "passed"
+
+
+def test_fault_that_never_fired_fails_the_run(tmp_path):
+    data = {**BASE, "faults": [{"at": {"event": "checkpoint_saved", "where": {"tier": "s3"}}, "kill_node": {"node": "node-2"}}],
+            "expect": {"reaches_step": 25, "no_restart": True}, "run": {"timeout_s": 2, "stuck_after_s": 10}}
+    out, _ = run(tmp_path, data)
+    by = {c.name: c for c in out.result.checks}
+    assert by["reaches_step"].status == "passed" and by["no_restart"].status == "passed"
+    assert by["fault:f1"].status == "failed" and "never injected" in by["fault:f1"].reason
+    assert out.exit_code == 1 and out.result.faults[0].verdict == "failed"
 
 
 def test_stuck_trainer_fails_reaches_step_not_harness(tmp_path):

@@ -5,7 +5,7 @@ from chaosbench.scenario.schedule import Schedule
 
 def sched(faults, seed=0):
     s = parse_scenario({"name": "t", "trainer": {"config": None, "command": ["true"]},
-                        "cluster": {"nodes": 3}, "faults": faults})
+                        "cluster": {"nodes": 3}, "faults": faults, "expect": {"no_fatal": True}})
     return Schedule(s.faults, seed)
 
 

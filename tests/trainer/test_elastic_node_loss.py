@@ -35,7 +35,7 @@ def start_node(name: str, port: int, run_id: str, run_dir: Path, is_host: bool) 
            "--set", "checkpoint.memory_snapshot_interval=5", "--set", "checkpoint.checkpoint_interval=10",
            "--set", f"checkpoint.memory_dir={run_dir / 'shm' / name}",
            "--set", f"checkpoint.nvme_dir={run_dir / 'nvme' / name}",
-           "--set", "elastic.health_check_timeout_s=3", "--set", "elastic.pg_timeout_s=20"]
+           "--set", "elastic.health_check_timeout_s=8", "--set", "elastic.pg_timeout_s=20"]
     log = open(run_dir / f"{name}.log", "w")
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -50,6 +50,20 @@ def test_env_and_topology_errors():
     check_topology(env, 1, 2)
 
 
+def test_device_is_one_gpu_per_local_rank_else_cpu(monkeypatch):
+    import torch
+    from trainer.distributed import select_device
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert select_device(DistEnv(1, 1, 2, 2, 0)) == ("gloo", torch.device("cpu"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert select_device(DistEnv(0, 0, 2, 1, 0)) == ("nccl", torch.device("cuda", 0))
+    # measured on an H100: a second local rank on the only GPU died with "CUDA error: invalid device ordinal"
+    with pytest.raises(LaunchError, match=r"local rank 1 has no GPU: 2 workers per node .* 1 GPU\(s\) visible"
+                                          r".*--nproc-per-node to 1 or set CUDA_VISIBLE_DEVICES="):
+        select_device(DistEnv(1, 1, 2, 2, 0))
+
+
 @pytest.mark.integration
 def test_started_without_torchrun_reports_and_emits_fatal(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",

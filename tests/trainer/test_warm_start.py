@@ -61,6 +61,16 @@ def test_signals_are_forwarded_and_a_killed_client_takes_its_worker_along(tmp_pa
     assert "kill rc=137" in out and "worker gone" in out, out
 
 
+def test_a_worker_killed_by_sigkill_kills_its_client_with_sigkill(tmp_path):
+    # a crashed (SIGKILLed) worker must look the same to torchrun as without warm start: exit -9, not 1
+    rc, out = _node(tmp_path, """
+        $WS run $JOB sleep 30 w.pid & c=$!
+        while [ ! -s w.pid ]; do sleep 0.05; done
+        kill -KILL $(cat w.pid); wait $c; echo "client rc=$?"
+    """)
+    assert "client rc=137" in out and "Traceback" not in out, out
+
+
 def test_without_a_server_the_client_starts_cold(tmp_path):
     job = tmp_path / "job.py"
     job.write_text("import sys; print('cold ok'); sys.exit(3)\n")

@@ -6,6 +6,7 @@ lack it receive the bytes by broadcast from the lowest rank that holds it.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import torch
@@ -82,3 +83,25 @@ def _device() -> torch.device:
     if dist.get_backend() == "nccl":
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def state_digest(obj) -> str:
+    """crc32 over every tensor's bytes and every plain value of a nested state dict, keys in order:
+    equal on every rank iff the replicas hold the same state."""
+    crc = 0
+
+    def walk(x):
+        nonlocal crc
+        if isinstance(x, torch.Tensor):
+            crc = zlib.crc32(x.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes(), crc)
+        elif isinstance(x, dict):
+            for k in sorted(x, key=str):
+                crc = zlib.crc32(str(k).encode(), crc)
+                walk(x[k])
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        else:
+            crc = zlib.crc32(repr(x).encode(), crc)
+    walk(obj)
+    return f"crc32:{crc:08x}"

@@ -133,16 +133,18 @@ class CheckpointManager:
         if best is None:
             what = f"step {config.step}" if config.step is not None else "checkpoint"
             raise CheckpointLoadError(f"no valid {what} in tier(s) {', '.join(tiers)}")
-        step_, data, _manifest, t = best
+        step_, data, manifest, t = best
         t0 = time.perf_counter()
+        digest = fmt.checksum(data, manifest["checksum"].split(":", 1)[0])
         state = fmt.deserialize(data, config.trusted_source or self.cfg.trusted_source, config.map_location)
-        self._emit("checkpoint_loaded", {"tier": t, "step": step_, "source": "local", "checksum_ok": True,
+        self._emit("checkpoint_loaded", {"tier": t, "step": step_, "source": "local",
+                                         "checksum_ok": digest == manifest["checksum"], "checksum": digest,
                                          "duration_s": round(time.perf_counter() - t0, 6), "bytes": len(data)})
         return state
 
-    def _newest_valid(self, tier: str, above: int = -1, exact_step: int | None = None):
+    def _newest_valid(self, tier: str, above: int = -1, exact_step: int | None = None, skip=frozenset()):
         """(step, bytes, manifest) of the newest checkpoint that verifies; invalid ones are
-        reported and skipped. Only steps > `above` are considered."""
+        reported and skipped. Only steps > `above` and not in `skip` are considered."""
         store = self.stores[tier]
         try:
             refs = store.list()
@@ -150,7 +152,7 @@ class CheckpointManager:
             log.warning("cannot list %s checkpoints, skipping the tier: %s", tier, e)
             return None
         for ref in refs:
-            if ref.step <= above or (exact_step is not None and ref.step != exact_step):
+            if ref.step <= above or (exact_step is not None and ref.step != exact_step) or ref.step in skip:
                 continue
             try:
                 data, manifest = store.read(ref)
@@ -164,58 +166,98 @@ class CheckpointManager:
         return None
 
     def restore(self) -> dict | None:
-        """Collective: every rank calls. Returns the agreed state (or None: fresh start)."""
+        """Collective: every rank calls. Returns the agreed state (or None: fresh start).
+
+        Every rank verifies the bytes it ends up with against the chosen checksum and the ranks
+        agree on the outcome: if any rank's copy does not match, all of them reject that
+        checkpoint together (checkpoint_invalid) and fall back to the next one, instead of one
+        rank raising while the others wait out the process-group timeout."""
         t0 = time.perf_counter()
+        rejected: dict[str, set[int]] = {t: set() for t in TIERS}
+        while True:
+            choice, local = self._agree_on_choice(rejected)
+            if choice is None:
+                reason = "no valid checkpoint in " + ", ".join(self.stores)
+                if any(rejected.values()):
+                    reason += " (rejected after transfer: " + ", ".join(
+                        f"{t}@{s}" for t, steps in rejected.items() for s in sorted(steps)) + ")"
+                log.info("fresh start: %s", reason)
+                self._emit("checkpoint_fresh_start", {"reason": reason})
+                return None
+            data, source, digest, ok_here = self._fetch(choice, local)
+            bad = [r for r, ok in enumerate(agreement.gather(ok_here)) if not ok]
+            if not bad:
+                break
+            error = (f"step {choice.step} ({choice.tier}) from rank {choice.src} does not match its checksum "
+                     f"{choice.checksum[:20]} on rank(s) {', '.join(map(str, bad))}; every rank falls back")
+            log.warning("rejecting checkpoint: %s", error)
+            self._emit("checkpoint_invalid", {"tier": choice.tier, "step": choice.step, "error": error})
+            rejected[choice.tier].add(choice.step)
+        state = fmt.deserialize(data, self.cfg.trusted_source)
+        duration = time.perf_counter() - t0
+        rank = agreement.rank_and_world()[0]
+        self.last_restore = {"tier": choice.tier, "step": choice.step, "source": source,
+                             "src_rank": choice.src if source == "peer" else rank, "bytes": len(data)}
+        self._emit("checkpoint_loaded", {"tier": choice.tier, "step": choice.step, "source": source,
+                                         "duration_s": round(duration, 6), "checksum_ok": ok_here,
+                                         "checksum": digest, "bytes": len(data)})
+        if source == "peer" and "memory" in self.writers:
+            # the node now holds the agreed state too, so a later worker restart here restores locally
+            self.writers["memory"].submit(Snapshot.from_bytes(choice.step, data, choice.checksum))
+        return state
+
+    def _agree_on_choice(self, rejected: dict[str, set[int]]):
+        """(choice, local candidates): the newest checkpoint any rank holds, the same on every rank."""
         rank, _ = agreement.rank_and_world()
         local = {}
-        mem = self._newest_valid("memory")
+        mem = self._newest_valid("memory", skip=rejected["memory"])
         if mem:
             local["memory"] = mem
-        nv = self._newest_valid("nvme", above=mem[0] if mem else -1)  # an older nvme can never win
+        nv = self._newest_valid("nvme", above=mem[0] if mem else -1, skip=rejected["nvme"])  # older nvme never wins
         if nv:
             local["nvme"] = nv
         summary = {t: {"step": s, "bytes": len(d), "checksum": m["checksum"]} for t, (s, d, m) in local.items()}
         choice = agreement.choose(agreement.gather(summary))
-
         if "s3" in self.stores:
             # rank 0 looks in S3 only for something newer than what the nodes hold (usually nothing,
             # which costs one listing); the answer goes to every rank
             found = None
             if rank == 0:
-                found = self._newest_valid("s3", above=choice.step if choice else -1)
+                found = self._newest_valid("s3", above=choice.step if choice else -1, skip=rejected["s3"])
                 if found:
                     local["s3"] = found
             info = agreement.broadcast_object(
                 {"step": found[0], "bytes": len(found[1]), "checksum": found[2]["checksum"]} if found else None, src=0)
             if info:
                 choice = agreement.Choice("s3", info["step"], [0], info["bytes"], info["checksum"])
+        return choice, local
 
-        if choice is None:
-            reason = "no valid checkpoint in " + ", ".join(self.stores)
-            log.info("fresh start: %s", reason)
-            self._emit("checkpoint_fresh_start", {"reason": reason})
-            return None
-
+    def _fetch(self, choice, local) -> tuple[bytes | None, str, str | None, bool]:
+        """(data, source, digest, matches) on this rank: its own copy, or the holder's by broadcast."""
+        rank, world = agreement.rank_and_world()
         source = "local"
         data = local[choice.tier][1] if rank in choice.holders else None
-        if agreement.active() and len(choice.holders) < agreement.rank_and_world()[1]:
+        if agreement.active() and len(choice.holders) < world:
             got = agreement.broadcast_bytes(data, choice.size, choice.src)
             if data is None:
                 data, source = got, "peer"
-                if fmt.checksum(data, choice.checksum.split(":", 1)[0]) != choice.checksum:
-                    raise CheckpointLoadError(f"step {choice.step} received from rank {choice.src} "
-                                              "does not match its checksum")
-        state = fmt.deserialize(data, self.cfg.trusted_source)
-        duration = time.perf_counter() - t0
-        self.last_restore = {"tier": choice.tier, "step": choice.step, "source": source,
-                             "src_rank": choice.src if source == "peer" else rank, "bytes": len(data)}
-        self._emit("checkpoint_loaded", {"tier": choice.tier, "step": choice.step, "source": source,
-                                         "duration_s": round(duration, 6), "checksum_ok": True,
-                                         "bytes": len(data)})
-        if source == "peer" and "memory" in self.writers:
-            # the node now holds the agreed state too, so a later worker restart here restores locally
-            self.writers["memory"].submit(Snapshot.from_bytes(choice.step, data, choice.checksum))
-        return state
+        digest = fmt.checksum(data, choice.checksum.split(":", 1)[0]) if data is not None else None
+        return data, source, digest, digest == choice.checksum
+
+    def check_replicas(self, states: dict) -> None:
+        """Collective, after the restored state was applied: every rank's model and optimizer
+        state must be identical (data-parallel replicas). On a mismatch every rank emits
+        checkpoint_invalid and raises together, naming the ranks that differ from rank 0."""
+        digests = agreement.gather(agreement.state_digest(states))
+        differ = [r for r, d in enumerate(digests) if d != digests[0]]
+        if not differ:
+            return
+        restored = self.last_restore or {}
+        error = (f"restored {', '.join(states)} state differs across ranks after loading step "
+                 f"{restored.get('step')} ({restored.get('tier')}): rank(s) {', '.join(map(str, differ))} "
+                 f"disagree with rank 0 ({digests[0]} vs {digests[differ[0]]})")
+        self._emit("checkpoint_invalid", {"tier": restored.get("tier"), "step": restored.get("step"), "error": error})
+        raise CheckpointLoadError(error)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self, timeout: float = 120.0) -> bool:

@@ -1,0 +1,80 @@
+"""`chaosbench clean`: remove what runs that are gone left behind (or, with everything=True, all of ours).
+
+What is ours: docker containers, networks and volumes labelled with a chaosbench project, processes
+carrying CHAOSBENCH_OWNER, shm dirs and loop-mounted NVMe disks with an owner file, loop devices
+backed by our disk images. iptables rules exist only inside node containers (partition faults) and
+go with them. An owner on another host cannot be checked from here, so a plain clean keeps (and
+lists) its things; `--all` removes them too.
+"""
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+
+from chaosbench.cluster import loopfs, proctree
+from chaosbench.cluster import owner as owner_mod
+
+
+def _other_host(tok: str) -> bool:
+    return tok.count(":") >= 2 and tok.rsplit(":", 2)[0] != socket.gethostname()
+
+
+def _docker(everything: bool, removed: dict, kept: list) -> None:
+    from chaosbench.cluster.docker_cli import docker_unusable, leftovers, owners, remove_project
+    why = docker_unusable()
+    if why is not None:
+        removed["docker"] = [f"not checked: {why}"]
+        return
+    for kind in ("containers", "networks", "volumes"):
+        removed.setdefault(kind, [])
+    for project, tok in owners().items():
+        if not everything and owner_mod.alive(tok):
+            if _other_host(tok):
+                kept.append(f"docker project {project} (owner {tok} on another host)")
+            continue
+        names = leftovers(project)
+        remove_project(project)
+        for kind, items in names.items():
+            removed.setdefault(kind, []).extend(items)
+
+
+def _local(everything: bool, removed: dict, kept: list) -> None:
+    from chaosbench.cluster.local_backend import SHM_ROOT
+    pids = []
+    for pid, tok in proctree.find_with_key(owner_mod.OWNER_ENV).items():
+        if everything or not owner_mod.alive(tok):
+            pids.append(pid)
+        elif _other_host(tok):
+            kept.append(f"process {pid} (owner {tok} on another host)")
+    proctree.signal_all(pids, signal.SIGCONT)
+    proctree.signal_all(pids, signal.SIGKILL)
+    removed["processes"] = sorted(pids)
+    for d in SHM_ROOT.glob("chaosbench-cb*"):
+        try:
+            tok = (d / "owner").read_text().strip()
+        except OSError:
+            tok = ""
+        if everything or not owner_mod.alive(tok):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.setdefault("shm dirs", []).append(str(d))
+
+
+def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list], list[str]]:
+    """(kind -> what was removed, what was kept because its owner may be alive on another host)."""
+    removed: dict[str, list] = {}
+    kept: list[str] = []
+    _local(everything, removed, kept)
+    if docker:
+        _docker(everything, removed, kept)
+    removed["loop disks"] = loopfs.sweep(everything)
+    removed["loop devices"] = loopfs.stale_loops(everything)
+    if loopfs.ROOT.exists() and not everything:
+        for base in loopfs.ROOT.iterdir():
+            try:
+                tok = (base / "owner").read_text().strip()
+            except OSError:
+                continue
+            if _other_host(tok):
+                kept.append(f"loop disks {base.name} (owner {tok} on another host)")
+    return removed, kept

@@ -1,0 +1,48 @@
+"""CI rerun policy: only the tests named in KNOWN_FLAKY get one rerun (no blanket --reruns), and a
+rerun is recorded in the JUnit file as the test's `reruns` property, next to the reason it is allowed.
+
+A test joins this list with the reason it is timing-sensitive; a test that needs a rerun and is not
+listed fails CI. Remove an entry once its cause is fixed.
+"""
+from __future__ import annotations
+
+import pytest
+
+# nodeid suffix -> why a second attempt is allowed
+KNOWN_FLAKY = {
+    "tests/rendezvous/test_etcd_v3_backend.py::test_hung_etcd_gives_a_clear_error":
+        "its etcd hang is timed on a 2-core machine shared by two test workers (one rerun seen, then 8/8 alone)",
+    "tests/byo/test_verdicts.py::test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase":
+        "three torchrun nodes must reach training within the 25-s stuck window; on a loaded machine they may not",
+    "tests/trainer/test_elastic_node_loss.py::test_node_loss_resumes_at_world_size_1_from_last_checkpoint":
+        "under -n 2 load a round before the kill once timed out in torch's role_info exchange (60 s store wait)",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        reason = next((r for k, r in KNOWN_FLAKY.items() if item.nodeid.endswith(k)), None)
+        if reason is not None and item.get_closest_marker("flaky") is None:
+            item.add_marker(pytest.mark.flaky(reruns=1))
+            item.user_properties.append(("known_flaky", reason))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_logreport(report):
+    # pytest-rerunfailures sets `rerun` (earlier attempts) on the final report; JUnit drops the
+    # attempts themselves, so name them on the final teardown report (JUnit reads properties there).
+    attempts = getattr(report, "rerun", 0)
+    if attempts and report.when == "teardown" and report.outcome != "rerun" and \
+            not any(k == "reruns" for k, _ in report.user_properties):
+        report.user_properties.append(("reruns", str(attempts)))
+
+
+# Randomised trials (clean-up under signals, fuzzing, crash-consistency) record how many ran with
+# record_property("trials", "..."): shown in the JUnit file and in one block at the end of the run.
+def pytest_terminal_summary(terminalreporter):
+    lines = [f"{r.nodeid}: {v}" for key in ("passed", "failed") for r in terminalreporter.stats.get(key, [])
+             if r.when == "call" for k, v in r.user_properties if k == "trials"]
+    if lines:
+        terminalreporter.section("randomised trials")
+        for line in lines:
+            terminalreporter.write_line(line)
