@@ -6,6 +6,8 @@ listed fails CI. Remove an entry once its cause is fixed.
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
 # nodeid suffix -> why a second attempt is allowed
@@ -46,3 +48,15 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("randomised trials")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+def pytest_runtest_setup(item):
+    """With CI set, a docker test whose daemon or images are unusable fails instead of skipping: a
+    broken docker must turn CI red, not quietly shorter."""
+    if item.get_closest_marker("docker") is None or \
+            os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        return
+    from chaosbench.cluster.docker_cli import docker_unusable
+    why = docker_unusable()
+    if why is not None:
+        pytest.fail(f"CI is set and this test needs docker: {why}", pytrace=False)

@@ -355,7 +355,7 @@ class Runner:
             src = Path(cluster.events_dir)
             dst = self.run_dir / "events"
             if src.is_dir() and src.resolve() != dst.resolve():
-                for f in src.glob("events-*.jsonl"):
+                for f in src.glob("*.jsonl"):   # trainer events and the node watcher's agent-*.jsonl
                     shutil.copy2(f, dst / f.name)
             nodes = cluster.node_names()
         except Exception as e:   # a cluster that never came up has nothing to copy

@@ -22,6 +22,10 @@ def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | N
     why = f" (run stopped: {stop})" if stop else ""
     hit = [ev for ev in h.of("step") if int(ev.get("step", 0)) >= e.reaches_step]
     best = h.max_step()
+    if best is None:   # workers ran, but nothing ever said which step they were at
+        return not_evaluated(name, expected, "no step was seen: give the scenario a trainer.progress regex "
+                                             "matching the job's progress lines, or call chaosbench.instrument's "
+                                             f"step() (docs/byo-trainer.md){why}")
     if not hit:
         return failed(name, expected, best, f"highest step reached: {best}{why}")
     start = h.harness.get("training_started_at") or h.events[0]["ts"]

@@ -2,7 +2,8 @@
 
 What is ours: docker containers, networks and volumes labelled with a chaosbench project, processes
 carrying CHAOSBENCH_OWNER, shm dirs and loop-mounted NVMe disks with an owner file, loop devices
-backed by our disk images. iptables rules exist only inside node containers (partition faults) and
+backed by our disk images, Slurm jobs named chaosbench-* whose owner (their comment) is gone, where
+Slurm's commands are reachable ($CHAOSBENCH_SLURM_LOGIN or sbatch on PATH). iptables rules exist only inside node containers (partition faults) and
 go with them. An owner on another host cannot be checked from here, so a plain clean keeps (and
 lists) its things; `--all` removes them too.
 """
@@ -60,6 +61,14 @@ def _local(everything: bool, removed: dict, kept: list) -> None:
             removed.setdefault("shm dirs", []).append(str(d))
 
 
+def _slurm(everything: bool, removed: dict) -> None:
+    from chaosbench.cluster.slurm.backend import sweep
+    from chaosbench.cluster.slurm.commands import Slurm, unusable
+    if unusable() is not None:
+        return   # no Slurm here: nothing of ours can be there
+    removed["slurm jobs"] = sweep(Slurm(), everything=everything)
+
+
 def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list], list[str]]:
     """(kind -> what was removed, what was kept because its owner may be alive on another host)."""
     removed: dict[str, list] = {}
@@ -67,6 +76,7 @@ def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list
     _local(everything, removed, kept)
     if docker:
         _docker(everything, removed, kept)
+    _slurm(everything, removed)
     removed["loop disks"] = loopfs.sweep(everything)
     removed["loop devices"] = loopfs.stale_loops(everything)
     if loopfs.ROOT.exists() and not everything:

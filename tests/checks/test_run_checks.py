@@ -183,3 +183,10 @@ def test_event_lines_with_wrong_types_fail_the_event_contract_instead_of_vanishi
     (tmp_path / "events" / "events-node-0-local0.jsonl").write_text("\n".join([lines[0], lines[2]]))
     _, results = evaluate(History.load(tmp_path), Expect(reaches_step=1))
     assert not [r for r in results if r.name == "event_contract"]     # a torn line is no contract breach
+
+
+def test_reaches_step_without_any_step_says_what_it_needs():
+    watched = {"ts": 1.0, "event": "worker_start", "node": "node-0", "rank": 0, "local_rank": 0, "pid": 5,
+               "world_size": 1, "restart_count": 0, "observed": True}
+    res = run(reaches_step, History(events=[watched]), reaches_step=5)
+    assert res.status == "not_evaluated" and "trainer.progress" in res.reason

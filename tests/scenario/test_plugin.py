@@ -49,6 +49,16 @@ def test_fails_when_no_backend_under_ci(pytester, scen, monkeypatch):
     res.stdout.fnmatch_lines(["*no chaos backend usable*CI is set*"])
 
 
+def test_ci_with_broken_docker_fails_rather_than_falling_back_to_local(pytester, scen, monkeypatch):
+    import chaosbench.cluster as cluster
+    monkeypatch.setattr(cluster, "available_backends", lambda: {"docker": "daemon not reachable", "local": None})
+    monkeypatch.delenv("CHAOSBENCH_BACKEND", raising=False)
+    monkeypatch.setenv("CI", "true")
+    res = pytester.runpytest_inprocess("-q", str(scen / "a.yaml"))
+    res.assert_outcomes(failed=1)
+    res.stdout.fnmatch_lines(["*docker: daemon not reachable*CI is set*"])
+
+
 
 @pytest.mark.parametrize("exit_code,outcome", [(1, {"xfailed": 1}), (3, {"failed": 1}), (0, {"xpassed": 1})])
 def test_known_issue_is_xfail_only_when_checks_fail(pytester, monkeypatch, exit_code, outcome):

@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -223,34 +224,48 @@ class SlurmCluster(Cluster):
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
 
     def down(self) -> None:
-        try:
-            if self.job_id:
-                try:
-                    self.slurm.run("scancel", self.job_id, timeout=60)   # every step, and the job
-                    self._wait_gone()
-                except ClusterError:
-                    pass
-            for proc in self._procs.values():
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)   # the srun client, once its job is gone
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-            for svc in self._services.values():
-                svc.stop()
-            if self.etcd is not None:
-                self.etcd.stop()
-            shutil.rmtree(self.shared, ignore_errors=True)   # the runner copied the events out already
-        finally:
-            untrack(self)
+        """Cancel the job, stop the srun clients and services; stays tracked (the exit-time sweep
+        retries) unless Slurm no longer knows the job and none of our processes is alive."""
+        job_left = False
+        if self.job_id:
+            try:
+                self.slurm.run("scancel", self.job_id, timeout=60)   # every step, and the job
+            except ClusterError as exc:
+                print(f"chaosbench: scancel {self.job_id}: {exc}", file=sys.stderr)
+            job_left = not self._wait_gone()
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)   # the srun client, once its job is gone
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        for svc in self._services.values():
+            svc.stop()
+        if self.etcd is not None:
+            self.etcd.stop()
+        shutil.rmtree(self.shared, ignore_errors=True)   # the runner copied the events out already
+        left = [p.pid for p in self._procs.values() if p.poll() is None]
+        left += [svc.proc.pid for svc in self._services.values() if svc.proc and svc.proc.poll() is None]
+        if job_left or left:
+            raise ClusterError(f"teardown of {self.project}: " + ", ".join(
+                ([f"Slurm job {self.job_id} still in squeue"] if job_left else [])
+                + ([f"processes {left} alive"] if left else [])))
+        self.torn_down = True
+        untrack(self)
 
-    def _wait_gone(self, timeout: float = 60) -> None:
+    def _wait_gone(self, timeout: float = 60) -> bool:
+        """True once squeue no longer lists the job (False: still there, or squeue unreachable)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if not self.slurm.run("squeue", "-h", "-j", self.job_id, "-o", "%i", check=False).strip():
-                return
+            try:
+                if not self.slurm.run("squeue", "-h", "-j", self.job_id, "-o", "%i", timeout=30).strip():
+                    return True
+            except ClusterError as exc:
+                if "Invalid job id" in str(exc):   # already purged from slurmctld's memory
+                    return True
             time.sleep(0.5)
+        return False
 
     # -- faults ----------------------------------------------------------------------------
     def _step(self, node: str) -> str:
@@ -372,13 +387,15 @@ class SlurmCluster(Cluster):
         return node
 
 
-def sweep(slurm: Slurm) -> list[str]:
-    """Cancel allocations of dead harnesses: each job carries its owner token in its comment."""
+def sweep(slurm: Slurm, everything: bool = False) -> list[str]:
+    """Cancel allocations of dead harnesses (every chaosbench job with everything=True): each job
+    carries its owner token in its comment."""
     out = slurm.run("squeue", "-h", "-o", "%i|%j|%k", check=False)
     dead = []
     for line in out.splitlines():
         parts = line.split("|", 2)
-        if len(parts) == 3 and parts[1].startswith("chaosbench-") and not owner_mod.alive(parts[2].strip()):
+        if len(parts) == 3 and parts[1].startswith("chaosbench-") and \
+                (everything or not owner_mod.alive(parts[2].strip())):
             dead.append(parts[0])
     if dead:
         slurm.run("scancel", *dead, check=False)
