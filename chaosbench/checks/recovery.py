@@ -139,6 +139,9 @@ def _restore_round(rec: Recovery, round_: dict[Incarnation, list[dict]], first_s
     if loaded and fresh:
         problems.append("fresh start on " + ", ".join(map(_label, fresh)) + " beside checkpoint loads on "
                         + ", ".join(map(_label, loaded)))
+    unverified = [inc for inc, e in loaded.items() if e.get("checksum_ok") is False]
+    if unverified:   # the trainer itself says the bytes it went on with did not match their checksum
+        problems.append("checkpoint_loaded with checksum_ok=false on " + ", ".join(map(_label, unverified)))
     tiers = {str(e.get("tier")) if e.get("tier") is not None else None for e in loaded.values()}
     if None in tiers and len(tiers) > 1:
         problems.append("checkpoint_loaded without 'tier' on "

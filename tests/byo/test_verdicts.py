@@ -100,3 +100,22 @@ def test_instrumented_example_evaluates_the_tier_and_a_wrong_expectation_fails(t
     assert tier.status == "failed" and "nvme" in str(tier.observed), tier.reason
     others = [c for c in out.result.checks if c.name != "recovered_from"]
     assert others and all(c.status == "passed" for c in others), [(c.name, c.status, c.reason) for c in others]
+
+
+def test_plain_example_from_outside_the_checkout_on_local_shows_the_recovery_by_observation(tmp_path):
+    """The user's path: examples/byo_ddp copied elsewhere, `chaosbench run` from that directory on the
+    local backend. No chaosbench line in the job, yet restarts, world sizes and progress are checked;
+    the restore tier is reported not evaluated (optional in this scenario), never passed."""
+    shutil.copytree(ROOT / "examples" / "byo_ddp", tmp_path / "byo_ddp")
+    r = subprocess.run([sys.executable, "-m", "chaosbench.cli", "run", "scenarios/node_loss_plain.yaml",
+                        "--backend", "local", "--report-dir", str(tmp_path / "reports"), "--quiet"],
+                       capture_output=True, text=True, cwd=tmp_path / "byo_ddp", timeout=600)
+    (run_dir,) = list((tmp_path / "reports").iterdir())
+    result = json.loads((run_dir / "result.json").read_text())
+    status = {c["name"]: c["status"] for c in result["checks"]}
+    assert r.returncode == 0, (r.stdout[-3000:], r.stderr[-3000:], status)
+    assert status.pop("recovered_from") == "not_evaluated"
+    assert status and set(status.values()) == {"passed"}, status
+    rec = result["recoveries"][0]
+    assert rec["world_size_before"] == 3 and rec["world_size_after"] == 2, rec
+    assert (run_dir / "report.html").is_file()

@@ -59,6 +59,13 @@ def test_recovered_from_fails_when_a_rank_of_the_round_logs_no_restore():
     assert r.status == "failed" and "no checkpoint_loaded or checkpoint_fresh_start from node-1" in r.reason
 
 
+def test_recovered_from_fails_a_load_the_trainer_says_failed_its_checksum():
+    h = node_loss()
+    loads(h)[0]["checksum_ok"] = False
+    r = check(h, "recovered_from", recovered_from="memory")
+    assert r.status == "failed" and "checksum_ok=false on node-0/local0" in r.reason
+
+
 def test_recovered_from_is_not_evaluated_without_any_restore_event_and_names_it():
     h = node_loss()
     for e in loads(h):

@@ -51,8 +51,8 @@ def _run(scenario: Path, report_dir: Path, env: dict) -> tuple[subprocess.Comple
     return proc, run_dir, json.loads((run_dir / "result.json").read_text())
 
 
-# total_failure_restart (kill_all) is not in yet: it has not passed here on a loaded 2-core machine
-@pytest.mark.parametrize("name,tier", [("node_loss", "memory"), ("network_partition", "memory")])
+@pytest.mark.parametrize("name,tier", [("node_loss", "memory"), ("network_partition", "memory"),
+                                       ("total_failure_restart", "nvme")])
 def test_library_scenario_passes_on_slurm(slurm_env, tmp_path, name, tier):
     env, tc = slurm_env
     proc, run_dir, result = _run(ROOT / "scenarios" / f"{name}.yaml", tmp_path, env)
