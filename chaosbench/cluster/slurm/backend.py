@@ -28,7 +28,7 @@ from chaosbench.cluster.local_backend import _Service, python_services
 from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
 from chaosbench.cluster.slurm.commands import Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv, srun_argv
 from chaosbench.services.etcd_server import EtcdServer
-from chaosbench.services.ports import free_port
+from chaosbench.services.ports import free_ports
 
 C10D_PORT = 29400
 # Permission each network fault needs on the nodes; a site that forbids it sets
@@ -120,8 +120,8 @@ class SlurmCluster(Cluster):
         h = self.service_host
         self.etcd = EtcdServer(self.run_dir / "nodes" / "etcd-data", host=h, name=f"etcd-{self.project}")
         self.etcd.start()
-        for name in ("s3", "proxy", "proxy_etcd", "proxy_s3"):
-            self._ports[name] = free_port(h)
+        names = ("s3", "proxy", "proxy_etcd", "proxy_s3")
+        self._ports.update(zip(names, free_ports(len(names), h)))
         logs = self.run_dir / "logs"
         self._services = python_services(h, self._ports, logs)
         for svc in self._services.values():
