@@ -5,6 +5,7 @@ Exit codes: 0 every check passed, 1 a check failed (the system under test), 2 ba
 """
 from __future__ import annotations
 
+import re
 import shlex
 import signal
 import subprocess
@@ -146,12 +147,27 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
         keep_cluster: bool = typer.Option(False, "--keep-cluster", help="leave the cluster up for debugging"),
         report_dir: Path = typer.Option(Path("reports"), "--report-dir", help="where reports/<run-id>/ go"),
         parallel: int = typer.Option(1, "-n", min=1, help="scenarios to run in parallel"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (CI)")):
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="no live progress (CI)"),
+        slurm_partition: Optional[str] = typer.Option(None, "--slurm-partition", help="slurm: sbatch --partition"),
+        slurm_account: Optional[str] = typer.Option(None, "--slurm-account", help="slurm: sbatch --account"),
+        slurm_time: Optional[str] = typer.Option(None, "--slurm-time", help="slurm: sbatch --time (e.g. 0:30:00)"),
+        slurm_gpus: Optional[int] = typer.Option(None, "--slurm-gpus-per-node", min=1,
+                                                 help="slurm: sbatch --gpus-per-node"),
+        sbatch_option: List[str] = typer.Option([], "--sbatch-option",
+                                                help="slurm: an extra sbatch option, verbatim (repeatable)")):
     """Run scenarios and check that training recovered as expected."""
     from chaosbench.runner import RunOptions, RunOutcome, run_scenario
     files, problems = _load_all(paths)
     if backend is not None and backend not in ("auto", "docker", "local", "slurm"):
         problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local, slurm")
+    slurm = {k: v for k, v in {"partition": slurm_partition, "account": slurm_account, "time_limit": slurm_time,
+                               "gpus_per_node": slurm_gpus, "sbatch_options": list(sbatch_option) or None}.items()
+             if v is not None}
+    if slurm_time is not None and not re.fullmatch(r"[0-9:-]+", slurm_time):
+        problems.append(f"--slurm-time: '{slurm_time}' is not a Slurm time; use minutes or [D-]HH:MM[:SS]")
+    bad = [o for o in sbatch_option if not o.startswith("-")]
+    if bad:
+        problems.append(f"--sbatch-option: {bad[0]!r} is not an option; give it as sbatch takes it, e.g. --qos=debug")
     if problems:
         for p in problems:
             console.print(f"[red]error[/red] {escape(p)}", highlight=False, soft_wrap=True)
@@ -165,7 +181,7 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
                                            [str(f)] + (["--backend", backend] if backend else []) +
                                            (["--seed", str(seed)] if seed is not None else []))
         opts = RunOptions(backend=backend, seed=seed, keep_cluster=keep_cluster, report_dir=report_dir,
-                          command=cmd, cancel=cancel,
+                          command=cmd, cancel=cancel, slurm=slurm,
                           on_progress=lambda p: states[str(f)].__setitem__("progress", p),
                           on_message=lambda m: console.print(f"[dim]{f.stem}[/dim] {escape(m)}", highlight=False))
         try:

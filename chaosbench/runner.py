@@ -49,6 +49,7 @@ class RunOptions:
     cancel: threading.Event = field(default_factory=threading.Event)
     poll_s: float = 0.25
     cluster_factory: Callable[[str, ClusterSpec], object] | None = None   # default: chaosbench.cluster.create_cluster
+    slurm: dict = field(default_factory=dict)   # CLI's sbatch settings, over the scenario's cluster.slurm
 
 
 @dataclass
@@ -199,7 +200,8 @@ class Runner:
         spec = build_spec(self.s, self.run_id, self.run_dir.resolve(), self.path)
         self.progress.phase = "cluster_up"
         self.say(f"creating {backend} cluster: {self.s.cluster.nodes} node(s), run {self.run_id}")
-        cluster = self.cluster = create_cluster(backend, spec)
+        slurm = {**self.s.cluster.slurm.options(), **self.opts.slurm} if backend == "slurm" else {}
+        cluster = self.cluster = create_cluster(backend, spec, **slurm) if slurm else create_cluster(backend, spec)
         missing = unsupported_faults(self.s, cluster.supported_faults)
         if missing:
             raise UnsupportedFault(f"backend '{backend}' cannot inject: {'; '.join(missing)}"

@@ -33,6 +33,21 @@ class Elastic(Strict):
     max_restarts: int = Field(10, ge=0)
 
 
+class SlurmCfg(Strict):
+    """What `--backend slurm` asks sbatch for (CLI flags override; docs/slurm.md). Ignored elsewhere."""
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = Field(None, pattern=r"^[0-9:-]+$")   # sbatch --time: minutes, [D-]HH:MM[:SS]
+    gpus_per_node: int | None = Field(None, ge=1)
+    sbatch_options: list[str] = Field(default_factory=list)   # verbatim, e.g. ["--qos=debug"]
+
+    def options(self) -> dict:
+        """Keyword arguments for SlurmCluster, the ones set only."""
+        return {k: v for k, v in {"partition": self.partition, "account": self.account, "time_limit": self.time,
+                                  "gpus_per_node": self.gpus_per_node,
+                                  "sbatch_options": self.sbatch_options or None}.items() if v is not None}
+
+
 class ClusterCfg(Strict):
     backend: Backend = "auto"
     nodes: int = Field(2, ge=1, le=64)
@@ -45,6 +60,7 @@ class ClusterCfg(Strict):
     rdzv_timeouts: dict[str, int | float] = Field(default_factory=dict)   # ints stay ints: torchrun rejects '120.0'
     warm_start: bool = True   # reference trainer: workers fork from a node-local server with torch imported
     env: dict[str, str] = Field(default_factory=dict)
+    slurm: SlurmCfg = Field(default_factory=SlurmCfg)
 
     @model_validator(mode="after")
     def _bounds(self):

@@ -150,3 +150,19 @@ def test_every_node_exiting_stops_the_run_at_once(tmp_path):
     assert reach.status == "not_evaluated" and "no events" in reach.reason
     stop = json.loads((out.run_dir / "harness.json").read_text())["stop_reason"]
     assert stop.startswith("every node exited before step 60") and "node-0 exited:-9" in stop
+
+
+def test_slurm_allocation_settings_come_from_the_scenario_and_the_cli_overrides(tmp_path):
+    data = {**BASE, "cluster": {**BASE["cluster"], "slurm": {"partition": "debug", "time": "0:20:00",
+                                                             "sbatch_options": ["--qos=low"]}}}
+    s = parse_scenario(data, "fake.yaml")
+    got = {}
+
+    def factory(backend, spec, **options):
+        got.update(options, backend=backend)
+        return FakeCluster(spec)
+
+    Runner(s, None, RunOptions(backend="slurm", report_dir=tmp_path, cluster_factory=factory, poll_s=0.02,
+                               slurm={"partition": "gpu", "gpus_per_node": 8})).run()
+    assert got == {"backend": "slurm", "partition": "gpu", "time_limit": "0:20:00", "sbatch_options": ["--qos=low"],
+                   "gpus_per_node": 8}

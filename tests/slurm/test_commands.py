@@ -1,4 +1,6 @@
 """Unit tests: the sbatch/srun argv the backend sends, output parsing, slurm.conf, refusal up front."""
+from pathlib import Path
+
 import pytest
 
 from chaosbench.cluster.base import ClusterError, ClusterSpec
@@ -70,3 +72,26 @@ def test_no_shared_filesystem_is_a_clear_error(monkeypatch, tmp_path):
     monkeypatch.delenv("CHAOSBENCH_SLURM_SHARED", raising=False)
     with pytest.raises(ClusterError, match="CHAOSBENCH_SLURM_SHARED"):
         slurm_backend.SlurmCluster(ClusterSpec(run_id="r", run_dir=tmp_path, nodes=2))
+
+
+def test_scenario_slurm_block_is_validated_with_the_field_named(tmp_path):
+    from chaosbench.scenario import ScenarioError, load_scenario
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\ntrainer: {config: trainer/configs/tiny.yaml}\n"
+                 "cluster: {nodes: 2, slurm: {time: soon, gpu_per_node: 2}}\nexpect: {reaches_step: 5}\n")
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(p)
+    text = "\n".join(e.value.problems)
+    assert str(p) in text and "cluster.slurm.time" in text and "cluster.slurm.gpu_per_node" in text, text
+
+
+def test_cli_refuses_bad_slurm_flags_with_exit_2(tmp_path):
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "chaosbench.cli", "run", str(root / "scenarios" / "node_loss.yaml"),
+                        "--backend", "slurm", "--slurm-time", "soon", "--sbatch-option", "qos=low"],
+                       capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    out = r.stdout + r.stderr
+    assert "--slurm-time: 'soon'" in out and "--sbatch-option: 'qos=low'" in out, out
