@@ -208,6 +208,12 @@ class Runner:
                                    + getattr(cluster, "refusal_hint", ""))
         try:
             cluster.up()
+            # a backend that can only learn what a site permits on its nodes checks it now: allocated,
+            # nothing trained yet (the Slurm backend tries iptables inside the allocation)
+            probe = getattr(cluster, "probe_faults", None)
+            refused = probe({n for f in self.s.faults for n in get_fault(f.kind).needs}) if probe else []
+            if refused:
+                raise UnsupportedFault(f"backend '{backend}' cannot inject here: {'; '.join(refused)}")
             self.say("cluster up; starting training")
             cluster.start_training()
             self.harness["training_started_at"] = time.time()

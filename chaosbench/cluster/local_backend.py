@@ -76,7 +76,39 @@ def python_services(host: str, ports: dict[str, int], logs: Path) -> dict[str, _
                                         str(ports["proxy"])], logs / "proxy.log")}
 
 
-class LocalCluster(Cluster):
+class HostServiceFaults:
+    """Service faults for backends whose etcd, S3 and proxy are processes on the harness's host (local,
+    Slurm): kill/start/pause/unpause them in place, on the same ports. Needs self.etcd, self._services,
+    self.proxy_api, self.s3_endpoint and self._create_routes()."""
+    SERVICE_FAULTS = frozenset({"kill_service", "start_service", "pause_service", "unpause_service"})
+
+    def _service_action(self, service: str, action: str) -> None:
+        if service == "etcd":
+            {"kill": self.etcd.kill, "start": self.etcd.start, "pause": self.etcd.pause,
+             "unpause": self.etcd.resume}[action]()
+            return
+        svc = self._services.get("proxy" if service == "toxiproxy" else service)
+        if svc is None:
+            raise ClusterError(f"unknown service {service!r}; services: etcd, s3, proxy")
+        if action == "kill":
+            svc.kill()
+        elif action == "start":
+            svc.start()
+            if svc.name == "proxy":   # routes live in the proxy's memory
+                wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30)
+                self._create_routes()
+            else:
+                wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60)
+        else:
+            svc.signal(signal.SIGSTOP if action == "pause" else signal.SIGCONT)
+
+    def kill_service(self, service: str) -> None: self._service_action(service, "kill")
+    def start_service(self, service: str) -> None: self._service_action(service, "start")
+    def pause_service(self, service: str) -> None: self._service_action(service, "pause")
+    def unpause_service(self, service: str) -> None: self._service_action(service, "unpause")
+
+
+class LocalCluster(HostServiceFaults, Cluster):
     backend = "local"
     supported_faults = frozenset({
         "kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
@@ -292,31 +324,6 @@ class LocalCluster(Cluster):
             if on and d.exists():
                 for p in d.iterdir():
                     shutil.rmtree(p) if p.is_dir() else p.unlink()
-
-    def _service_action(self, service: str, action: str) -> None:
-        if service == "etcd":
-            {"kill": self.etcd.kill, "start": self.etcd.start, "pause": self.etcd.pause,
-             "unpause": self.etcd.resume}[action]()
-            return
-        svc = self._services.get("proxy" if service == "toxiproxy" else service)
-        if svc is None:
-            raise ClusterError(f"unknown service {service!r}; services: etcd, s3, proxy")
-        if action == "kill":
-            svc.kill()
-        elif action == "start":
-            svc.start()
-            if svc.name == "proxy":   # routes live in the proxy's memory
-                wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30)
-                self._create_routes()
-            else:
-                wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60)
-        else:
-            svc.signal(signal.SIGSTOP if action == "pause" else signal.SIGCONT)
-
-    def kill_service(self, service: str) -> None: self._service_action(service, "kill")
-    def start_service(self, service: str) -> None: self._service_action(service, "start")
-    def pause_service(self, service: str) -> None: self._service_action(service, "pause")
-    def unpause_service(self, service: str) -> None: self._service_action(service, "unpause")
 
     def add_node(self) -> str:
         self._check_room_for_node()

@@ -68,10 +68,63 @@ def test_forbidden_fault_is_dropped_with_the_permission_it_needs(monkeypatch, tm
     assert "NET_ADMIN" in c.refusal_hint
 
 
-def test_no_shared_filesystem_is_a_clear_error(monkeypatch, tmp_path):
+def test_without_a_shared_filesystem_nodes_write_locally_and_events_arrive_in_the_run_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("CHAOSBENCH_SLURM_SHARED", raising=False)
-    with pytest.raises(ClusterError, match="CHAOSBENCH_SLURM_SHARED"):
-        slurm_backend.SlurmCluster(ClusterSpec(run_id="r", run_dir=tmp_path, nodes=2))
+    monkeypatch.setenv("CHAOSBENCH_SLURM_SCRATCH", "/scratch")
+    c = slurm_backend.SlurmCluster(ClusterSpec(run_id="r", run_dir=tmp_path, nodes=2))
+    assert c.events_dir == tmp_path.resolve() / "events"
+    assert c.node_events_dir == f"/scratch/chaosbench-{c.project}/events"
+    monkeypatch.setenv("CHAOSBENCH_SLURM_SHARED", str(tmp_path / "nfs"))
+    c = slurm_backend.SlurmCluster(ClusterSpec(run_id="r", run_dir=tmp_path, nodes=2))
+    assert c.node_events_dir == str(c.events_dir) == str(tmp_path / "nfs" / c.project / "events")
+
+
+def test_stream_sends_complete_lines_once_and_holds_back_a_torn_one(tmp_path):
+    import io
+    from chaosbench.observer.stream import stream
+    (tmp_path / "events-node-0-local0.jsonl").write_bytes(b'{"a": 1}\n{"b": 2}\n{"tor')
+    (tmp_path / "notes.txt").write_text("not an event file\n")
+    out = io.BytesIO()
+    stream(str(tmp_path), once=True, out=out)
+    assert out.getvalue() == b'events-node-0-local0.jsonl\t{"a": 1}\nevents-node-0-local0.jsonl\t{"b": 2}\n'
+
+
+class _FakeSlurm:
+    """Runs the stream step's command locally, as srun would on the node."""
+    def __init__(self, python):
+        self.python = python
+
+    def argv(self, cmd):
+        i = cmd.index("-m")
+        return [self.python, *cmd[i:]]
+
+    def run(self, *cmd, timeout=60, check=True, text=True):
+        import subprocess
+        return subprocess.run(self.argv(list(cmd)), capture_output=True, timeout=timeout, check=True).stdout
+
+
+def test_event_pump_streams_live_and_sync_rewrites_whole_files(tmp_path):
+    import sys
+    import time
+    from chaosbench.cluster.slurm.history import EventPump
+    node, dest = tmp_path / "node", tmp_path / "run" / "events"
+    node.mkdir()
+    pump = EventPump(_FakeSlurm(sys.executable), "1", sys.executable, str(Path(__file__).resolve().parents[2]),
+                     str(node), dest)
+    pump.follow("h1")
+    try:
+        with open(node / "events-node-0-local0.jsonl", "ab") as f:
+            f.write(b'{"event": "step", "step": 1}\n')
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (dest / "events-node-0-local0.jsonl").exists():
+            time.sleep(0.05)
+        assert (dest / "events-node-0-local0.jsonl").read_bytes() == b'{"event": "step", "step": 1}\n'
+    finally:
+        pump.stop()
+    with open(node / "events-node-0-local0.jsonl", "ab") as f:   # written after the stream stopped
+        f.write(b'{"event": "step", "step": 2}\n')
+    assert pump.sync(["h1"]) == []
+    assert (dest / "events-node-0-local0.jsonl").read_bytes().count(b"\n") == 2
 
 
 def test_scenario_slurm_block_is_validated_with_the_field_named(tmp_path):
@@ -95,3 +148,25 @@ def test_cli_refuses_bad_slurm_flags_with_exit_2(tmp_path):
     assert r.returncode == 2, r.stdout + r.stderr
     out = r.stdout + r.stderr
     assert "--slurm-time: 'soon'" in out and "--sbatch-option: 'qos=low'" in out, out
+
+
+class _NoIptables:
+    """Slurm whose steps cannot run iptables (a site without NET_ADMIN in jobs)."""
+    def __init__(self):
+        self.calls = []
+
+    def run(self, *cmd, timeout=60, check=True):
+        self.calls.append(cmd)
+        raise ClusterError("srun: error: iptables: Permission denied (you must be root)")
+
+
+def test_probe_refuses_network_faults_the_nodes_do_not_permit(monkeypatch, tmp_path):
+    monkeypatch.setenv("CHAOSBENCH_SLURM_SHARED", str(tmp_path))
+    monkeypatch.delenv("CHAOSBENCH_SLURM_FORBID", raising=False)
+    c = slurm_backend.SlurmCluster(ClusterSpec(run_id="r", run_dir=tmp_path, nodes=2))
+    c.slurm, c.job_id, c.hosts = _NoIptables(), "7", ["c1", "c2"]
+    assert c.probe_faults({"kill_node", "start_node"}) == [] and c.slurm.calls == []   # nothing to probe
+    refused = c.probe_faults({"partition", "heal_network", "kill_node"})
+    assert len(refused) == 2 and all("NET_ADMIN" in r and "Permission denied" in r for r in refused)
+    (cmd,) = c.slurm.calls
+    assert cmd[:3] == ("srun", "--jobid=7", "--overlap") and "iptables" in cmd

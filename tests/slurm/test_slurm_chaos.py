@@ -66,6 +66,46 @@ def test_library_scenario_passes_on_slurm(slurm_env, tmp_path, name, tier):
     assert _squeue(tc) == "", "the allocation is released after the run"
 
 
+def test_node_loss_without_a_shared_filesystem_streams_the_history_through_srun(slurm_env, tmp_path):
+    env, tc = slurm_env
+    env = {k: v for k, v in env.items() if k != "CHAOSBENCH_SLURM_SHARED"}
+    proc, run_dir, result = _run(ROOT / "scenarios" / "node_loss.yaml", tmp_path, env)
+    assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert result["recoveries"] and result["recoveries"][0]["tier"] == "memory"
+    assert all(c["status"] == "passed" for c in result["checks"])
+    assert sorted(p.name for p in (run_dir / "events").glob("events-node-*.jsonl")) == [
+        f"events-node-{i}-local0.jsonl" for i in range(3)]
+    assert _squeue(tc) == ""
+
+
+DISCONNECT = """\
+name: slurm_disconnect
+cluster:
+  nodes: 3
+  elastic: {min_nodes: 2, max_nodes: 3}
+  rendezvous: c10d
+  rdzv_timeouts: {keep_alive_interval: 1, keep_alive_max_attempt: 3, last_call_timeout: 5, join_timeout: 120}
+  env: {TORCH_DISABLE_SHARE_RDZV_TCP_STORE: "1"}
+trainer:
+  config: trainer/configs/tiny.yaml
+  overrides: {checkpoint.memory_snapshot_interval: 5, elastic.health_check_timeout_s: 5.0, training.step_sleep_s: 0.1}
+faults:
+  - at: {step: 20}
+    disconnect: {node: node-2}
+expect: {recovered_from: memory, max_lost_steps: 5, max_recovery_seconds: 40, world_size_after: 2, reaches_step: 70}
+"""
+
+
+def test_disconnect_is_loud_and_survivors_resume_from_memory(slurm_env, tmp_path):
+    env, tc = slurm_env
+    scenario = tmp_path / "disconnect.yaml"
+    scenario.write_text(DISCONNECT.replace("trainer/configs/tiny.yaml", str(ROOT / "trainer/configs/tiny.yaml")))
+    proc, run_dir, result = _run(scenario, tmp_path / "reports", env)
+    assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert result["recoveries"][0]["tier"] == "memory" and result["recoveries"][0]["world_size_after"] == 2
+    assert _squeue(tc) == ""
+
+
 def test_forbidden_fault_is_refused_before_allocation(slurm_env, tmp_path):
     env, tc = slurm_env
     proc, run_dir, result = _run(ROOT / "scenarios" / "network_partition.yaml", tmp_path,

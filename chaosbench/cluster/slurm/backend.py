@@ -3,8 +3,9 @@
 The harness runs on a login node (or reaches one through $CHAOSBENCH_SLURM_LOGIN). etcd, the fault
 proxy and S3 run beside the harness, bound to $CHAOSBENCH_SLURM_SERVICE_HOST (an address the nodes
 reach). Events come back live through a shared filesystem ($CHAOSBENCH_SLURM_SHARED: the same path
-on the harness and on every node, like a site's NFS/Lustre); each step's output is the srun client's
-output, written into run_dir/logs. Faults use Slurm's own means: `scancel --signal` of a node's step
+on the harness and on every node, like a site's NFS/Lustre) or, without one, streamed through an
+`srun` step per host (history.py); each step's output is the srun client's output, written into
+run_dir/logs. Faults use Slurm's own means: `scancel --signal` of a node's step
 (signals its whole process tree), and `srun --overlap` steps for iptables and disk fills.
 """
 from __future__ import annotations
@@ -24,24 +25,26 @@ from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.launch import node_plan, validate
 from chaosbench.cluster.lifecycle import track, untrack
-from chaosbench.cluster.local_backend import _Service, python_services
+from chaosbench.cluster.local_backend import HostServiceFaults, _Service, python_services
 from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
 from chaosbench.cluster.slurm.commands import Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv, srun_argv
+from chaosbench.cluster.slurm.history import EventPump
 from chaosbench.services.etcd_server import EtcdServer
 from chaosbench.services.ports import free_ports
 
 C10D_PORT = 29400
 # Permission each network fault needs on the nodes; a site that forbids it sets
 # $CHAOSBENCH_SLURM_FORBID (comma list of fault primitives) and the run is refused up front.
-NETWORK_FAULTS = ("partition", "heal_network")
+NETWORK_FAULTS = ("partition", "disconnect", "heal_network")
 FORBID_ENV = "CHAOSBENCH_SLURM_FORBID"
 PERMISSIONS = {"partition": "root + CAP_NET_ADMIN in the job's steps (iptables)",
+               "disconnect": "root + CAP_NET_ADMIN in the job's steps (iptables)",
                "heal_network": "root + CAP_NET_ADMIN in the job's steps (iptables)",
                "fill_nvme": "a size-limited node-local scratch filesystem",
                "free_nvme": "a size-limited node-local scratch filesystem"}
 _ALL = frozenset({"kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
-                  "partition", "heal_network", "fill_nvme", "free_nvme", "nvme_dir", "wipe_node_storage",
-                  "add_node"})
+                  "partition", "disconnect", "heal_network", "fill_nvme", "free_nvme", "nvme_dir", "wipe_node_storage",
+                  "add_node"}) | HostServiceFaults.SERVICE_FAULTS   # services run beside the harness
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -53,7 +56,7 @@ def supported() -> frozenset[str]:
     return _ALL - forbidden
 
 
-class SlurmCluster(Cluster):
+class SlurmCluster(HostServiceFaults, Cluster):
     backend = "slurm"
     supported_faults = _ALL    # the instance's drops what the site forbids ($CHAOSBENCH_SLURM_FORBID)
 
@@ -67,11 +70,8 @@ class SlurmCluster(Cluster):
         self.run_dir = Path(spec.run_dir).resolve()
         slug = re.sub(r"[^a-z0-9]+", "", spec.run_id.lower())[:20]
         self.project = f"cb{slug}{uuid.uuid4().hex[:8]}"
-        shared = _env("SHARED")
-        if not shared:
-            raise ClusterError("backend 'slurm' needs a filesystem shared by this host and the nodes: set "
-                               "CHAOSBENCH_SLURM_SHARED to a directory with the same path on both")
-        self.shared = Path(shared) / self.project
+        shared = _env("SHARED")   # unset: events are streamed back through srun (slurm/history.py)
+        self.shared = Path(shared) / self.project if shared else None
         self.python = _env("PYTHON", "python3")
         self.srcdir = _env("SRCDIR", str(Path(__file__).resolve().parents[3]))
         self.scratch = _env("SCRATCH", "/tmp")            # node-local disk, the NVMe tier
@@ -92,6 +92,7 @@ class SlurmCluster(Cluster):
         self.etcd: EtcdServer | None = None
         self._services: dict[str, _Service] = {}
         self._ports: dict[str, int] = {}
+        self._pump: EventPump | None = None
 
     @property
     def refusal_hint(self) -> str:
@@ -106,7 +107,7 @@ class SlurmCluster(Cluster):
         sweep(self.slurm)
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
-        (self.shared / "events").mkdir(parents=True, exist_ok=True)
+        self.events_dir.mkdir(parents=True, exist_ok=True)
         self._start_services()
         self.alloc.comment = owner_mod.token()
         self.job_id = parse_job_id(self.slurm.run(*sbatch_argv(self.alloc)))
@@ -115,6 +116,11 @@ class SlurmCluster(Cluster):
         for node, host in zip(self._nodes, self.hosts):
             self._host_of[node] = host
         self._record()
+        if self.shared is None:
+            self._pump = EventPump(self.slurm, self.job_id, self.python, self.srcdir, self.node_events_dir,
+                                   self.events_dir)
+            for host in self.hosts:
+                self._pump.follow(host)
 
     def _start_services(self) -> None:
         h = self.service_host
@@ -129,10 +135,29 @@ class SlurmCluster(Cluster):
         hint = f"; see {logs}"
         wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60, hint)
         wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30, hint)
+        self._create_routes()
+        wait_until("etcd through the proxy", lambda: etcd_ready(f"http://{h}:{self._ports['proxy_etcd']}"), 30, hint)
+
+    def probe_faults(self, needed: set[str]) -> list[str]:
+        """What the site withholds after all: the network faults need iptables in the job's steps.
+        Tried on the first node of the allocation (read-only: list the filter table) before training."""
+        want = sorted(needed & set(NETWORK_FAULTS) & self.supported_faults)
+        if not want:
+            return []
+        try:
+            self.slurm.run("srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
+                           f"--nodelist={self.hosts[0]}", "--job-name=chaosbench-probe",
+                           "iptables", "-w", "5", "-n", "-L", "OUTPUT", timeout=120)
+        except ClusterError as exc:
+            return [f"{f} needs {PERMISSIONS[f]}, which a probe on {self.hosts[0]} did not find "
+                    f"({str(exc)[-200:]}); declare it in ${FORBID_ENV} to refuse before allocating" for f in want]
+        return []
+
+    def _create_routes(self) -> None:
+        h = self.service_host
         create_routes(self.proxy_api, {
             "etcd": (f"{h}:{self._ports['proxy_etcd']}", self.etcd.endpoint),
             "s3": (f"{h}:{self._ports['proxy_s3']}", f"{h}:{self._ports['s3']}")})
-        wait_until("etcd through the proxy", lambda: etcd_ready(f"http://{h}:{self._ports['proxy_etcd']}"), 30, hint)
 
     def _wait_running(self, timeout: float = 300) -> list[str]:
         deadline = time.monotonic() + timeout
@@ -166,8 +191,9 @@ class SlurmCluster(Cluster):
         nvme, memory = self._node_dirs(node)
         plan = node_plan(self.spec, node, python=self.python, rdzv_endpoint=endpoint,
                          s3_url=f"http://{self.service_host}:{self._ports['proxy_s3']}",
-                         events_dir=str(self.events_dir), nvme_dir=nvme, memory_dir=memory)
-        argv = ["sh", "-c", 'mkdir -p "$0" "$1" && shift && exec "$@"', nvme, memory, *plan.argv]
+                         events_dir=self.node_events_dir, nvme_dir=nvme, memory_dir=memory)
+        argv = ["sh", "-c", 'mkdir -p "$0" "$1" "$2" && shift 2 && exec "$@"', nvme, memory,
+                self.node_events_dir, *plan.argv]
         cwd = plan.cwd or self.srcdir
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as log:
             self._procs[node] = self.slurm.popen(srun_argv(self.job_id, host, node, plan.env, argv, cwd), log)
@@ -208,7 +234,13 @@ class SlurmCluster(Cluster):
 
     @property
     def events_dir(self) -> Path:
-        return self.shared / "events"
+        """Where events appear on this host: the shared filesystem, or what the pump streams here."""
+        return self.shared / "events" if self.shared else self.run_dir / "events"
+
+    @property
+    def node_events_dir(self) -> str:
+        """Where the nodes write them: the shared path, or node-local scratch."""
+        return str(self.events_dir) if self.shared else f"{self.scratch}/chaosbench-{self.project}/events"
 
     @property
     def proxy_api(self) -> str:
@@ -219,6 +251,11 @@ class SlurmCluster(Cluster):
         return f"http://{self.service_host}:{self._ports['s3']}"
 
     def collect(self) -> None:
+        if self._pump is not None:   # the nodes' copy is the whole story: rewrite from it
+            unread = self._pump.sync(sorted(set(self._host_of.values())))
+            if unread:
+                print(f"chaosbench: events of host(s) {', '.join(unread)} could not be read back; "
+                      "the run's events are what was streamed live", file=sys.stderr)
         exits = {n: {"status": self.node_status(n), "exit_code": p.returncode, "host": self._host_of.get(n),
                      "steps": self.steps.get(n, [])} for n, p in self._procs.items()}
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
@@ -233,6 +270,8 @@ class SlurmCluster(Cluster):
             except ClusterError as exc:
                 print(f"chaosbench: scancel {self.job_id}: {exc}", file=sys.stderr)
             job_left = not self._wait_gone()
+        if self._pump is not None:
+            self._pump.stop()
         for proc in self._procs.values():
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)   # the srun client, once its job is gone
@@ -244,8 +283,10 @@ class SlurmCluster(Cluster):
             svc.stop()
         if self.etcd is not None:
             self.etcd.stop()
-        shutil.rmtree(self.shared, ignore_errors=True)   # the runner copied the events out already
+        if self.shared is not None:
+            shutil.rmtree(self.shared, ignore_errors=True)   # the runner copied the events out already
         left = [p.pid for p in self._procs.values() if p.poll() is None]
+        left += [p.pid for p in (self._pump.procs.values() if self._pump else []) if p.poll() is None]
         left += [svc.proc.pid for svc in self._services.values() if svc.proc and svc.proc.poll() is None]
         if job_left or left:
             raise ClusterError(f"teardown of {self.project}: " + ", ".join(
@@ -334,16 +375,26 @@ class SlurmCluster(Cluster):
 
     def partition(self, node: str, peers: list[str] | None = None) -> None:
         """Silent: iptables DROP inside the node towards its peers' and the services' addresses."""
+        self._cut(node, peers, ["-j DROP"])
+
+    def disconnect(self, node: str) -> None:
+        """Loud: iptables REJECT (TCP reset, ICMP unreachable) towards peers and services, so every
+        connection fails at once, as a pulled cable on a NIC with link detection does. A node's NIC
+        itself cannot be taken down from a job step without losing the node."""
+        self._cut(node, None, ["-p tcp -j REJECT --reject-with tcp-reset", "-j REJECT"])
+
+    def _cut(self, node: str, peers: list[str] | None, actions: list[str]) -> None:
         names = peers if peers is not None else [n for n in self._nodes if n != node]
         hosts = [self._host_of.get(p, p) for p in names if p not in ("etcd", "s3", "proxy", "toxiproxy")]
+        if peers is None or any(p in ("etcd", "s3", "proxy", "toxiproxy") for p in peers):
+            hosts.append(self.service_host)
+        per_ip = "; ".join(f'iptables -A CHAOSBENCH -{d} "$ip" {a}' for a in actions for d in ("s", "d"))
         rules = ["set -e", "iptables -N CHAOSBENCH 2>/dev/null || true",
                  "iptables -C INPUT -j CHAOSBENCH 2>/dev/null || iptables -I INPUT -j CHAOSBENCH",
                  "iptables -C OUTPUT -j CHAOSBENCH 2>/dev/null || iptables -I OUTPUT -j CHAOSBENCH",
                  'for h in "$@"; do for ip in $(getent ahostsv4 "$h" | cut -d" " -f1 | sort -u); do '
-                 'iptables -A CHAOSBENCH -s "$ip" -j DROP; iptables -A CHAOSBENCH -d "$ip" -j DROP; done; done']
-        if peers is None or any(p in ("etcd", "s3", "proxy", "toxiproxy") for p in peers):
-            hosts.append(self.service_host)
-        self._on_node(node, "sh", "-c", "\n".join(rules), "partition", *hosts)
+                 f'{per_ip}; done; done']
+        self._on_node(node, "sh", "-c", "\n".join(rules), "cut", *hosts)
 
     def heal_network(self, node: str) -> None:
         self._on_node(node, "sh", "-c", "iptables -F CHAOSBENCH 2>/dev/null || true")
@@ -383,6 +434,8 @@ class SlurmCluster(Cluster):
         node = f"node-{len(self._nodes)}"
         self._nodes.append(node)
         self._host_of[node] = free[0]
+        if self._pump is not None:
+            self._pump.follow(free[0])
         self._launch(node)
         return node
 

@@ -100,14 +100,15 @@ class Slurm:
     def argv(self, cmd: list[str], stdin: bool = False) -> list[str]:
         return [*self.prefix, *cmd]
 
-    def run(self, *cmd: str, timeout: float = 60, check: bool = True) -> str:
+    def run(self, *cmd: str, timeout: float = 60, check: bool = True, text: bool = True):
         try:
-            p = subprocess.run(self.argv(list(cmd)), capture_output=True, text=True, timeout=timeout,
+            p = subprocess.run(self.argv(list(cmd)), capture_output=True, text=text, timeout=timeout,
                                stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired as exc:
             raise ClusterError(f"{' '.join(cmd)[:200]}: no answer within {timeout:g} s") from exc
         if check and p.returncode != 0:
-            raise ClusterError(f"{' '.join(cmd)[:300]} failed ({p.returncode}): {p.stderr.strip()[-500:]}")
+            err = p.stderr if text else p.stderr.decode(errors="replace")
+            raise ClusterError(f"{' '.join(cmd)[:300]} failed ({p.returncode}): {err.strip()[-500:]}")
         return p.stdout
 
     def popen(self, cmd: list[str], log) -> subprocess.Popen:
