@@ -154,17 +154,22 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
         slurm_gpus: Optional[int] = typer.Option(None, "--slurm-gpus-per-node", min=1,
                                                  help="slurm: sbatch --gpus-per-node"),
         sbatch_option: List[str] = typer.Option([], "--sbatch-option",
-                                                help="slurm: an extra sbatch option, verbatim (repeatable)")):
+                                                help="slurm: an extra sbatch option, verbatim (repeatable)"),
+        slurm_services: Optional[str] = typer.Option(None, "--slurm-services",
+                                                     help="slurm: where etcd/S3/proxy run: harness | node")):
     """Run scenarios and check that training recovered as expected."""
     from chaosbench.runner import RunOptions, RunOutcome, run_scenario
     files, problems = _load_all(paths)
     if backend is not None and backend not in ("auto", "docker", "local", "slurm"):
         problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local, slurm")
     slurm = {k: v for k, v in {"partition": slurm_partition, "account": slurm_account, "time_limit": slurm_time,
-                               "gpus_per_node": slurm_gpus, "sbatch_options": list(sbatch_option) or None}.items()
+                               "gpus_per_node": slurm_gpus, "sbatch_options": list(sbatch_option) or None,
+                               "services": slurm_services}.items()
              if v is not None}
     if slurm_time is not None and not re.fullmatch(r"[0-9:-]+", slurm_time):
         problems.append(f"--slurm-time: '{slurm_time}' is not a Slurm time; use minutes or [D-]HH:MM[:SS]")
+    if slurm_services is not None and slurm_services not in ("harness", "node"):
+        problems.append(f"--slurm-services: '{slurm_services}' is not a place; use harness or node")
     bad = [o for o in sbatch_option if not o.startswith("-")]
     if bad:
         problems.append(f"--sbatch-option: {bad[0]!r} is not an option; give it as sbatch takes it, e.g. --qos=debug")

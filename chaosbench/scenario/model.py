@@ -40,12 +40,14 @@ class SlurmCfg(Strict):
     time: str | None = Field(None, pattern=r"^[0-9:-]+$")   # sbatch --time: minutes, [D-]HH:MM[:SS]
     gpus_per_node: int | None = Field(None, ge=1)
     sbatch_options: list[str] = Field(default_factory=list)   # verbatim, e.g. ["--qos=debug"]
+    services: Literal["harness", "node"] | None = None   # where etcd/S3/proxy run (default: harness)
 
     def options(self) -> dict:
         """Keyword arguments for SlurmCluster, the ones set only."""
         return {k: v for k, v in {"partition": self.partition, "account": self.account, "time_limit": self.time,
                                   "gpus_per_node": self.gpus_per_node,
-                                  "sbatch_options": self.sbatch_options or None}.items() if v is not None}
+                                  "sbatch_options": self.sbatch_options or None,
+                                  "services": self.services}.items() if v is not None}
 
 
 class ClusterCfg(Strict):

@@ -106,6 +106,44 @@ def test_disconnect_is_loud_and_survivors_resume_from_memory(slurm_env, tmp_path
     assert _squeue(tc) == ""
 
 
+SERVICES_ON_NODE = """\
+name: slurm_services_on_a_node
+cluster:
+  nodes: 2
+  elastic: {min_nodes: 1, max_nodes: 2}
+  rendezvous: etcd-v3
+  rdzv_timeouts: {keep_alive_interval: 1, keep_alive_max_attempt: 3, last_call_timeout: 2, join_timeout: 120}
+  slurm: {services: node}
+trainer:
+  config: trainer/configs/tiny.yaml
+  overrides: {checkpoint.memory_snapshot_interval: 5, training.step_sleep_s: 0.1}
+faults:
+  - at: {step: 15}
+    pause_service: {service: s3}
+    duration_s: 3
+  - at: {step: 30}
+    kill_node: {node: node-1}
+expect: {recovered_from: memory, max_lost_steps: 5, world_size_after: 1, reaches_step: 70}
+"""
+
+
+def test_services_on_a_node_of_the_allocation(slurm_env, tmp_path):
+    """etcd, S3 and the proxy on a third host of the allocation (one srun step), service faults through
+    its control API, the etcd-v3 rendezvous against it."""
+    env, tc = slurm_env
+    scenario = tmp_path / "services.yaml"
+    scenario.write_text(SERVICES_ON_NODE)
+    proc, run_dir, result = _run(scenario, tmp_path / "reports", env)
+    assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    slurm = json.loads((run_dir / "harness.json").read_text())["slurm"]
+    assert slurm["services"]["mode"] == "node"
+    assert slurm["services"]["host"] not in slurm["hosts"].values(), slurm
+    pause = result["faults"][0]
+    assert pause["type"] == "pause_service" and pause["healed_at"] and not pause["error"], pause
+    assert all(f["verdict"] == "passed" for f in result["faults"]), result["faults"]
+    assert _squeue(tc) == ""
+
+
 def test_forbidden_fault_is_refused_before_allocation(slurm_env, tmp_path):
     env, tc = slurm_env
     proc, run_dir, result = _run(ROOT / "scenarios" / "network_partition.yaml", tmp_path,

@@ -25,12 +25,10 @@ from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.launch import node_plan, validate
 from chaosbench.cluster.lifecycle import track, untrack
-from chaosbench.cluster.local_backend import HostServiceFaults, _Service, python_services
-from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
+from chaosbench.cluster.local_backend import HostServiceFaults
 from chaosbench.cluster.slurm.commands import Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv, srun_argv
 from chaosbench.cluster.slurm.history import EventPump
-from chaosbench.services.etcd_server import EtcdServer
-from chaosbench.services.ports import free_ports
+from chaosbench.cluster.slurm.services import MODES, LocalServices, NodeServices
 
 C10D_PORT = 29400
 # Permission each network fault needs on the nodes; a site that forbids it sets
@@ -44,7 +42,7 @@ PERMISSIONS = {"partition": "root + CAP_NET_ADMIN in the job's steps (iptables)"
                "free_nvme": "a size-limited node-local scratch filesystem"}
 _ALL = frozenset({"kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
                   "partition", "disconnect", "heal_network", "fill_nvme", "free_nvme", "nvme_dir", "wipe_node_storage",
-                  "add_node"}) | HostServiceFaults.SERVICE_FAULTS   # services run beside the harness
+                  "add_node"}) | HostServiceFaults.SERVICE_FAULTS   # services.py: beside the harness or on a node
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -62,7 +60,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
 
     def __init__(self, spec: ClusterSpec, partition: str | None = None, account: str | None = None,
                  time_limit: str | None = None, gpus_per_node: int | None = None,
-                 sbatch_options: list[str] | None = None):
+                 sbatch_options: list[str] | None = None, services: str | None = None):
         validate(spec)
         super().__init__(spec)
         self.supported_faults = supported()
@@ -77,8 +75,12 @@ class SlurmCluster(HostServiceFaults, Cluster):
         self.scratch = _env("SCRATCH", "/tmp")            # node-local disk, the NVMe tier
         self.scratch_view = _env("SCRATCH_VIEW")          # '{host}' -> that node's scratch seen from here
         self.service_host = _env("SERVICE_HOST", "127.0.0.1")
+        self.services_mode = services or _env("SERVICES", "harness")
+        if self.services_mode not in MODES:
+            raise ClusterError(f"slurm services={self.services_mode!r}: choose one of {', '.join(MODES)} "
+                               f"(cluster.slurm.services, --slurm-services or $CHAOSBENCH_SLURM_SERVICES)")
         self.alloc = Allocation(
-            nodes=max(spec.nodes, spec.max_nodes) + spec.spare_nodes, job_name=f"chaosbench-{self.project}",
+            nodes=max(spec.nodes, spec.max_nodes) + spec.spare_nodes + (self.services_mode == "node"), job_name=f"chaosbench-{self.project}",
             partition=partition or _env("PARTITION"), account=account or _env("ACCOUNT"),
             time=time_limit or _env("TIME"), gpus_per_node=gpus_per_node,
             extra=[*(sbatch_options or []), *(_env("SBATCH_OPTIONS") or "").split()])
@@ -89,9 +91,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
         self._procs: dict[str, subprocess.Popen] = {}
         self._paused: set[str] = set()
         self.steps: dict[str, list[str]] = {}               # node -> its step ids, oldest first
-        self.etcd: EtcdServer | None = None
-        self._services: dict[str, _Service] = {}
-        self._ports: dict[str, int] = {}
+        self.services: LocalServices | NodeServices | None = None
         self._pump: EventPump | None = None
 
     @property
@@ -108,35 +108,27 @@ class SlurmCluster(HostServiceFaults, Cluster):
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
         self.events_dir.mkdir(parents=True, exist_ok=True)
-        self._start_services()
+        if self.services_mode == "harness":
+            self.services = LocalServices(self.service_host, self.run_dir / "nodes" / "etcd-data",
+                                          self.run_dir / "logs", f"etcd-{self.project}")
+            self.services.start()
         self.alloc.comment = owner_mod.token()
         self.job_id = parse_job_id(self.slurm.run(*sbatch_argv(self.alloc)))
         self._record()
         self.hosts = self._wait_running()
-        for node, host in zip(self._nodes, self.hosts):
+        if self.services_mode == "node":   # the first host holds the services; nodes get the rest
+            self.services = NodeServices(self.slurm, self.job_id, self.hosts[0], self.python, self.srcdir,
+                                         f"{self.scratch}/chaosbench-{self.project}/services",
+                                         self.run_dir / "logs" / "services.log")
+            self.services.start()
+        for node, host in zip(self._nodes, self._node_hosts()):
             self._host_of[node] = host
         self._record()
         if self.shared is None:
             self._pump = EventPump(self.slurm, self.job_id, self.python, self.srcdir, self.node_events_dir,
                                    self.events_dir)
-            for host in self.hosts:
+            for host in self._node_hosts():
                 self._pump.follow(host)
-
-    def _start_services(self) -> None:
-        h = self.service_host
-        self.etcd = EtcdServer(self.run_dir / "nodes" / "etcd-data", host=h, name=f"etcd-{self.project}")
-        self.etcd.start()
-        names = ("s3", "proxy", "proxy_etcd", "proxy_s3")
-        self._ports.update(zip(names, free_ports(len(names), h)))
-        logs = self.run_dir / "logs"
-        self._services = python_services(h, self._ports, logs)
-        for svc in self._services.values():
-            svc.start()
-        hint = f"; see {logs}"
-        wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60, hint)
-        wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30, hint)
-        self._create_routes()
-        wait_until("etcd through the proxy", lambda: etcd_ready(f"http://{h}:{self._ports['proxy_etcd']}"), 30, hint)
 
     def probe_faults(self, needed: set[str]) -> list[str]:
         """What the site withholds after all: the network faults need iptables in the job's steps.
@@ -146,18 +138,19 @@ class SlurmCluster(HostServiceFaults, Cluster):
             return []
         try:
             self.slurm.run("srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
-                           f"--nodelist={self.hosts[0]}", "--job-name=chaosbench-probe",
+                           f"--nodelist={self._node_hosts()[0]}", "--job-name=chaosbench-probe",
                            "iptables", "-w", "5", "-n", "-L", "OUTPUT", timeout=120)
         except ClusterError as exc:
-            return [f"{f} needs {PERMISSIONS[f]}, which a probe on {self.hosts[0]} did not find "
+            return [f"{f} needs {PERMISSIONS[f]}, which a probe on {self._node_hosts()[0]} did not find "
                     f"({str(exc)[-200:]}); declare it in ${FORBID_ENV} to refuse before allocating" for f in want]
         return []
 
-    def _create_routes(self) -> None:
-        h = self.service_host
-        create_routes(self.proxy_api, {
-            "etcd": (f"{h}:{self._ports['proxy_etcd']}", self.etcd.endpoint),
-            "s3": (f"{h}:{self._ports['proxy_s3']}", f"{h}:{self._ports['s3']}")})
+    def _node_hosts(self) -> list[str]:
+        """Hosts that run training nodes (with services on a node, the first host is theirs)."""
+        return self.hosts[1:] if self.services_mode == "node" else list(self.hosts)
+
+    def _service_action(self, service: str, action: str) -> None:
+        self.services.action(service, action)
 
     def _wait_running(self, timeout: float = 300) -> list[str]:
         deadline = time.monotonic() + timeout
@@ -177,8 +170,10 @@ class SlurmCluster(HostServiceFaults, Cluster):
         (self.run_dir / "slurm.json").write_text(json.dumps(self.record(), indent=1))
 
     def record(self) -> dict:
-        """Slurm ids for the run record (harness.json): the job, each node's host and steps."""
-        return {"job_id": self.job_id, "hosts": dict(self._host_of), "steps": dict(self.steps)}
+        """Slurm ids for the run record (harness.json): the job, each node's host and steps, services."""
+        where = getattr(self.services, "node_host", None) or self.service_host
+        return {"job_id": self.job_id, "hosts": dict(self._host_of), "steps": dict(self.steps),
+                "services": {"mode": self.services_mode, "host": where}}
 
     def _node_dirs(self, node: str) -> tuple[str, str]:
         return (f"{self.scratch}/chaosbench-{self.project}/{node}/nvme",
@@ -187,10 +182,10 @@ class SlurmCluster(HostServiceFaults, Cluster):
     def _launch(self, node: str) -> None:
         host = self._host_of[node]
         endpoint = (f"{self._host_of['node-0']}:{C10D_PORT}" if self.spec.rendezvous == "c10d"
-                    else f"{self.service_host}:{self._ports['proxy_etcd']}")
+                    else f"{self.services.host}:{self.services.ports['proxy_etcd']}")
         nvme, memory = self._node_dirs(node)
         plan = node_plan(self.spec, node, python=self.python, rdzv_endpoint=endpoint,
-                         s3_url=f"http://{self.service_host}:{self._ports['proxy_s3']}",
+                         s3_url=f"http://{self.services.host}:{self.services.ports['proxy_s3']}",
                          events_dir=self.node_events_dir, nvme_dir=nvme, memory_dir=memory)
         argv = ["sh", "-c", 'mkdir -p "$0" "$1" "$2" && shift 2 && exec "$@"', nvme, memory,
                 self.node_events_dir, *plan.argv]
@@ -244,11 +239,11 @@ class SlurmCluster(HostServiceFaults, Cluster):
 
     @property
     def proxy_api(self) -> str:
-        return f"http://{self.service_host}:{self._ports['proxy']}"
+        return self.services.proxy_api
 
     @property
     def s3_endpoint(self) -> str:
-        return f"http://{self.service_host}:{self._ports['s3']}"
+        return self.services.s3_endpoint
 
     def collect(self) -> None:
         if self._pump is not None:   # the nodes' copy is the whole story: rewrite from it
@@ -279,15 +274,13 @@ class SlurmCluster(HostServiceFaults, Cluster):
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
-        for svc in self._services.values():
-            svc.stop()
-        if self.etcd is not None:
-            self.etcd.stop()
+        if self.services is not None:
+            self.services.stop()
         if self.shared is not None:
             shutil.rmtree(self.shared, ignore_errors=True)   # the runner copied the events out already
         left = [p.pid for p in self._procs.values() if p.poll() is None]
         left += [p.pid for p in (self._pump.procs.values() if self._pump else []) if p.poll() is None]
-        left += [svc.proc.pid for svc in self._services.values() if svc.proc and svc.proc.poll() is None]
+        left += self.services.alive() if self.services is not None else []
         if job_left or left:
             raise ClusterError(f"teardown of {self.project}: " + ", ".join(
                 ([f"Slurm job {self.job_id} still in squeue"] if job_left else [])
@@ -387,7 +380,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
         names = peers if peers is not None else [n for n in self._nodes if n != node]
         hosts = [self._host_of.get(p, p) for p in names if p not in ("etcd", "s3", "proxy", "toxiproxy")]
         if peers is None or any(p in ("etcd", "s3", "proxy", "toxiproxy") for p in peers):
-            hosts.append(self.service_host)
+            hosts.append(self.services.host)
         per_ip = "; ".join(f'iptables -A CHAOSBENCH -{d} "$ip" {a}' for a in actions for d in ("s", "d"))
         rules = ["set -e", "iptables -N CHAOSBENCH 2>/dev/null || true",
                  "iptables -C INPUT -j CHAOSBENCH 2>/dev/null || iptables -I INPUT -j CHAOSBENCH",
@@ -427,7 +420,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
     def add_node(self) -> str:
         self._check_room_for_node()
         busy = {self._host_of[n] for n in self._nodes if not self.node_status(n).startswith("exited")}
-        free = [h for h in self.hosts if h not in busy]
+        free = [h for h in self._node_hosts() if h not in busy]
         if not free:
             raise ClusterError(f"add_node: every host of Slurm job {self.job_id} runs a node; "
                                f"raise cluster spare_nodes so the allocation has a spare")
