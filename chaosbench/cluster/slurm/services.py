@@ -34,7 +34,20 @@ from chaosbench.services.ports import free_ports
 MODES = ("harness", "node")
 
 
-class LocalServices(HostServiceFaults):
+class _Endpoints:
+    host: str
+    ports: dict[str, int]
+
+    @property
+    def proxy_api(self) -> str:
+        return f"http://{self.host}:{self.ports['proxy']}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.host}:{self.ports['s3']}"
+
+
+class LocalServices(_Endpoints, HostServiceFaults):
     """The three services as processes on this machine, bound to `host`."""
 
     def __init__(self, host: str, data_dir: Path, logs: Path, name: str):
@@ -60,14 +73,6 @@ class LocalServices(HostServiceFaults):
         wait_until("etcd through the proxy", lambda: etcd_ready(f"http://{self.host}:{self.ports['proxy_etcd']}"),
                    30, hint)
 
-    @property
-    def proxy_api(self) -> str:
-        return f"http://{self.host}:{self.ports['proxy']}"
-
-    @property
-    def s3_endpoint(self) -> str:
-        return f"http://{self.host}:{self.ports['s3']}"
-
     def _create_routes(self) -> None:
         h = self.host
         create_routes(self.proxy_api, {"etcd": (f"{h}:{self.ports['proxy_etcd']}", self.etcd.endpoint),
@@ -86,7 +91,7 @@ class LocalServices(HostServiceFaults):
             self.etcd.stop()
 
 
-class NodeServices:
+class NodeServices(_Endpoints):
     """The services on a host of the allocation: started as an srun step, driven over HTTP."""
 
     def __init__(self, slurm, job_id: str, host: str, python: str, srcdir: str, data_dir: str, log: Path):
@@ -113,14 +118,6 @@ class NodeServices:
                                f"(said {line.strip()!r}); see {self.log}")
         ready = json.loads(line[len("READY "):])
         self.host, self.ports = ready["host"], {k: int(v) for k, v in ready["ports"].items()}
-
-    @property
-    def proxy_api(self) -> str:
-        return f"http://{self.host}:{self.ports['proxy']}"
-
-    @property
-    def s3_endpoint(self) -> str:
-        return f"http://{self.host}:{self.ports['s3']}"
 
     def action(self, service: str, action: str) -> None:
         url = f"http://{self.host}:{self.ports['control']}/{service}/{action}"
