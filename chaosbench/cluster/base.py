@@ -122,6 +122,13 @@ class Cluster(UpDown, abc.ABC):
     def kill_node(self, node: str) -> None: self._unsupported("kill_node")          # SIGKILL whole node
     def stop_node(self, node: str) -> None: self._unsupported("stop_node")          # graceful stop
     def start_node(self, node: str) -> None: self._unsupported("start_node")        # (re)start a stopped/killed node
+
+    def start_nodes(self, nodes: list[str]) -> None:
+        """(Re)start several nodes as one group (kill_all's restart). A backend whose start is slow
+        per node overrides this to start them together, so all of them make the first rendezvous."""
+        for node in nodes:
+            self.start_node(node)
+
     def kill_worker(self, node: str, local_rank: int = 0) -> None: self._unsupported("kill_worker")
     def pause_node(self, node: str) -> None: self._unsupported("pause_node")        # freeze (SIGSTOP / docker pause)
     def unpause_node(self, node: str) -> None: self._unsupported("unpause_node")

@@ -103,5 +103,4 @@ class KillAll(Fault):
 
     def _heal(self):
         if self.p.restart:
-            for node in self.nodes:
-                self.cluster.start_node(node)
+            self.cluster.start_nodes(self.nodes)

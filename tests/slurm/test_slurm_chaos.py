@@ -43,6 +43,17 @@ def _squeue(tc, steps: bool = False) -> str:
                            "-o", "%i %j"], capture_output=True, text=True, timeout=60).stdout.strip()
 
 
+def _iptables_left(tc) -> dict[str, str]:
+    """Our iptables rules still on a compute node (a Slurm node outlives the run, unlike a container)."""
+    left = {}
+    for host in tc.hosts:
+        rules = subprocess.run(["docker", "exec", f"{tc.name}-{host}", "iptables", "-S"], capture_output=True,
+                               text=True, timeout=60).stdout
+        if "CHAOSBENCH" in rules:
+            left[host] = rules
+    return left
+
+
 def _run(scenario: Path, report_dir: Path, env: dict) -> tuple[subprocess.CompletedProcess, Path, dict]:
     cmd = [sys.executable, "-m", "chaosbench.cli", "run", str(scenario), "--backend", "slurm",
            "--report-dir", str(report_dir), "--quiet", "--seed", "1"]
@@ -64,6 +75,7 @@ def test_library_scenario_passes_on_slurm(slurm_env, tmp_path, name, tier):
     assert slurm["job_id"].isdigit() and len(slurm["hosts"]) >= 3
     assert all(step.startswith(slurm["job_id"] + ".") for steps in slurm["steps"].values() for step in steps)
     assert _squeue(tc) == "", "the allocation is released after the run"
+    assert _iptables_left(tc) == {}, "partition rules are removed before the allocation is released"
 
 
 def test_node_loss_without_a_shared_filesystem_streams_the_history_through_srun(slurm_env, tmp_path):
@@ -103,7 +115,7 @@ def test_disconnect_is_loud_and_survivors_resume_from_memory(slurm_env, tmp_path
     proc, run_dir, result = _run(scenario, tmp_path / "reports", env)
     assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert result["recoveries"][0]["tier"] == "memory" and result["recoveries"][0]["world_size_after"] == 2
-    assert _squeue(tc) == ""
+    assert _squeue(tc) == "" and _iptables_left(tc) == {}
 
 
 SERVICES_ON_NODE = """\

@@ -90,6 +90,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
         self._host_of: dict[str, str] = {}
         self._procs: dict[str, subprocess.Popen] = {}
         self._paused: set[str] = set()
+        self._cut_nodes: set[str] = set()    # partitioned/disconnected: healed before the job ends
         self.steps: dict[str, list[str]] = {}               # node -> its step ids, oldest first
         self.services: LocalServices | NodeServices | None = None
         self._pump: EventPump | None = None
@@ -179,7 +180,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
         return (f"{self.scratch}/chaosbench-{self.project}/{node}/nvme",
                 f"/dev/shm/chaosbench-{self.project}/{node}")
 
-    def _launch(self, node: str) -> None:
+    def _launch(self, node: str, wait: bool = True) -> None:
         host = self._host_of[node]
         endpoint = (f"{self._host_of['node-0']}:{C10D_PORT}" if self.spec.rendezvous == "c10d"
                     else f"{self.services.host}:{self.services.ports['proxy_etcd']}")
@@ -193,7 +194,8 @@ class SlurmCluster(HostServiceFaults, Cluster):
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as log:
             self._procs[node] = self.slurm.popen(srun_argv(self.job_id, host, node, plan.env, argv, cwd), log)
         self._paused.discard(node)
-        self._await_step(node)
+        if wait:
+            self._await_step(node)
 
     def _await_step(self, node: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -212,8 +214,23 @@ class SlurmCluster(HostServiceFaults, Cluster):
         raise ClusterError(f"{node}: no Slurm step after {timeout:g} s")
 
     def start_training(self) -> None:
-        for node in self._nodes:
-            self._launch(node)
+        self._launch_all(self._nodes)
+
+    def start_nodes(self, nodes: list[str]) -> None:
+        for node in nodes:
+            self._step(node)
+            if self.node_status(node) in ("running", "paused"):
+                raise ClusterError(f"start_node({node}): it is still {self.node_status(node)}")
+        self._launch_all(nodes)
+
+    def _launch_all(self, nodes: list[str]) -> None:
+        """Every srun first, then wait for their steps: one at a time, each step's start (~1 s through
+        slurmctld) delayed the last node past the first rendezvous's last call, and it trained alone
+        in the next round's waiting list instead of in the world."""
+        for node in nodes:
+            self._launch(node, wait=False)
+        for node in nodes:
+            self._await_step(node)
 
     def node_names(self) -> list[str]:
         return list(self._nodes)
@@ -259,6 +276,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
         """Cancel the job, stop the srun clients and services; stays tracked (the exit-time sweep
         retries) unless Slurm no longer knows the job and none of our processes is alive."""
         job_left = False
+        cut = self._heal_leftover_cuts() if self.job_id else []   # needs the job: srun steps
         if self.job_id:
             try:
                 self.slurm.run("scancel", self.job_id, timeout=60)   # every step, and the job
@@ -281,10 +299,11 @@ class SlurmCluster(HostServiceFaults, Cluster):
         left = [p.pid for p in self._procs.values() if p.poll() is None]
         left += [p.pid for p in (self._pump.procs.values() if self._pump else []) if p.poll() is None]
         left += self.services.alive() if self.services is not None else []
-        if job_left or left:
+        if job_left or left or cut:
             raise ClusterError(f"teardown of {self.project}: " + ", ".join(
                 ([f"Slurm job {self.job_id} still in squeue"] if job_left else [])
-                + ([f"processes {left} alive"] if left else [])))
+                + ([f"processes {left} alive"] if left else [])
+                + ([f"iptables rules left on {', '.join(self._host_of.get(n, n) for n in cut)}"] if cut else [])))
         self.torn_down = True
         untrack(self)
 
@@ -344,10 +363,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
         self._lose_memory(node)
 
     def start_node(self, node: str) -> None:
-        self._step(node)
-        if self.node_status(node) in ("running", "paused"):
-            raise ClusterError(f"start_node({node}): it is still {self.node_status(node)}")
-        self._launch(node)
+        self.start_nodes([node])
 
     def kill_worker(self, node: str, local_rank: int = 0) -> None:
         script = ("import os,signal\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
@@ -387,10 +403,28 @@ class SlurmCluster(HostServiceFaults, Cluster):
                  "iptables -C OUTPUT -j CHAOSBENCH 2>/dev/null || iptables -I OUTPUT -j CHAOSBENCH",
                  'for h in "$@"; do for ip in $(getent ahostsv4 "$h" | cut -d" " -f1 | sort -u); do '
                  f'{per_ip}; done; done']
+        self._cut_nodes.add(node)   # before the step: a rule may land even if srun then fails
         self._on_node(node, "sh", "-c", "\n".join(rules), "cut", *hosts)
 
     def heal_network(self, node: str) -> None:
-        self._on_node(node, "sh", "-c", "iptables -F CHAOSBENCH 2>/dev/null || true")
+        """Remove our chain from the host entirely: unlike a container, a Slurm node outlives the run."""
+        self._on_node(node, "sh", "-c", "iptables -D INPUT -j CHAOSBENCH 2>/dev/null; "
+                      "iptables -D OUTPUT -j CHAOSBENCH 2>/dev/null; iptables -F CHAOSBENCH 2>/dev/null; "
+                      "iptables -X CHAOSBENCH 2>/dev/null; ! iptables -n -L CHAOSBENCH >/dev/null 2>&1")
+        self._cut_nodes.discard(node)
+
+    def _heal_leftover_cuts(self) -> list[str]:
+        """Before the allocation goes: heal every node a partition/disconnect left cut (a fault that
+        was never healed, a run stopped early). Returns the nodes that could not be healed."""
+        left = []
+        for node in sorted(self._cut_nodes):
+            try:
+                self.heal_network(node)
+            except ClusterError as exc:
+                print(f"chaosbench: iptables rules on {self._host_of.get(node)} ({node}) not removed: {exc}",
+                      file=sys.stderr)
+                left.append(node)
+        return left
 
     def fill_nvme(self, node: str, percent: float = 100.0) -> None:
         if not 0 < percent <= 100:
