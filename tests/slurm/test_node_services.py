@@ -48,5 +48,9 @@ def test_services_step_serves_and_obeys_service_faults(tmp_path):
                 if subprocess.run(["pgrep", "-f", "--", pat], capture_output=True).returncode == 0]
         assert not left, f"processes still running after SIGTERM: {left}"
     finally:
-        if p.poll() is None:
-            p.kill()
+        if p.poll() is None:   # a failed assertion: stop it as scancel would, so its children go too
+            p.terminate()
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()

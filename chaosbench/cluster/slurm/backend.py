@@ -106,6 +106,8 @@ class SlurmCluster(HostServiceFaults, Cluster):
     def up(self) -> None:
         track(self)
         sweep(self.slurm)
+        # inherited by what we start here (services, srun clients): a later sweep reaps them after a SIGKILL
+        os.environ[owner_mod.OWNER_ENV] = owner_mod.token()
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
         self.events_dir.mkdir(parents=True, exist_ok=True)
