@@ -59,6 +59,8 @@ def _local(everything: bool, removed: dict, kept: list) -> None:
         if everything or not owner_mod.alive(tok):
             shutil.rmtree(d, ignore_errors=True)
             removed.setdefault("shm dirs", []).append(str(d))
+        elif _other_host(tok):
+            kept.append(f"shm dir {d} (owner {tok} on another host)")
 
 
 def _slurm(everything: bool, removed: dict) -> None:

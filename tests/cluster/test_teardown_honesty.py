@@ -49,3 +49,45 @@ def test_second_ctrl_c_during_teardown_is_deferred_until_it_is_done():
         lifecycle.teardown(c)
     assert c.torn_down   # removal finished before the interrupt was re-raised
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_clean_keeps_and_lists_another_hosts_things_and_all_removes_them(tmp_path, monkeypatch):
+    """An owner on another host cannot be checked from here: a plain clean keeps its things and says
+    so; --all removes them. A dead local owner's things go either way."""
+    import socket
+
+    from chaosbench.cluster import clean as clean_mod
+    from chaosbench.cluster import local_backend
+    monkeypatch.setattr(local_backend, "SHM_ROOT", tmp_path)
+    monkeypatch.setattr(clean_mod.loopfs, "sweep", lambda everything: [])
+    monkeypatch.setattr(clean_mod.loopfs, "stale_loops", lambda everything: [])
+    monkeypatch.setattr(clean_mod, "_slurm", lambda everything, removed: None)
+    other, dead = tmp_path / "chaosbench-cbother", tmp_path / "chaosbench-cbdead"
+    for d, tok in ((other, "elsewhere-host:4242:123"), (dead, f"{socket.gethostname()}:999999:1")):
+        d.mkdir()
+        (d / "owner").write_text(tok)
+    removed, kept = clean_mod.clean(docker=False)
+    assert other.is_dir() and not dead.exists()
+    assert str(dead) in removed["shm dirs"] and str(other) not in removed["shm dirs"]
+    assert [k for k in kept if "elsewhere-host" in k] == [f"shm dir {other} (owner elsewhere-host:4242:123 on another host)"]
+    removed, _ = clean_mod.clean(everything=True, docker=False)
+    assert not other.exists() and str(other) in removed["shm dirs"]
+
+
+def test_runner_says_teardown_incomplete_rather_than_torn_down(tmp_path):
+    from chaosbench.runner import RunOptions, Runner
+    from chaosbench.scenario import parse_scenario
+    from tests.scenario.fake_cluster import FakeCluster
+    from tests.scenario.test_runner import BASE
+
+    class Leaky(FakeCluster):
+        def down(self):
+            super().down()
+            self.torn_down = False   # something was left: the cluster says so by not setting it
+
+    said = []
+    s = parse_scenario(BASE, "fake.yaml")
+    Runner(s, None, RunOptions(backend="fake", report_dir=tmp_path, poll_s=0.02, on_message=said.append,
+                               cluster_factory=lambda b, spec: Leaky(spec))).run()
+    assert any("teardown incomplete" in m for m in said), said
+    assert not any(m == "cluster torn down" for m in said), said
