@@ -26,7 +26,8 @@ from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, Unsuppor
 from chaosbench.cluster.launch import node_plan, validate
 from chaosbench.cluster.lifecycle import track, untrack
 from chaosbench.cluster.local_backend import HostServiceFaults
-from chaosbench.cluster.slurm.commands import Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv, srun_argv
+from chaosbench.cluster.slurm.commands import (Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv,
+                                               srun_argv, step_argv)
 from chaosbench.cluster.slurm.history import EventPump
 from chaosbench.cluster.slurm.services import MODES, LocalServices, NodeServices
 
@@ -140,8 +141,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
         if not want:
             return []
         try:
-            self.slurm.run("srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
-                           f"--nodelist={self._node_hosts()[0]}", "--job-name=chaosbench-probe",
+            self.slurm.run(*step_argv(self.job_id, self._node_hosts()[0], "chaosbench-probe"),
                            "iptables", "-w", "5", "-n", "-L", "OUTPUT", timeout=120)
         except ClusterError as exc:
             return [f"{f} needs {PERMISSIONS[f]}, which a probe on {self._node_hosts()[0]} did not find "
@@ -336,9 +336,8 @@ class SlurmCluster(HostServiceFaults, Cluster):
     def _on_node(self, node: str, *argv: str, timeout: float = 120) -> str:
         """A short extra step on the node's host, beside its training step."""
         self._step(node)
-        return self.slurm.run("srun", f"--jobid={self.job_id}", "--overlap", "--nodes=1", "--ntasks=1",
-                              f"--nodelist={self._host_of[node]}", "--job-name=chaosbench-fault",
-                              *argv, timeout=timeout)
+        return self.slurm.run(*step_argv(self.job_id, self._host_of[node], "chaosbench-fault"), *argv,
+                              timeout=timeout)
 
     def kill_node(self, node: str) -> None:
         if self.node_status(node) == "paused":

@@ -61,15 +61,19 @@ def sbatch_argv(a: Allocation) -> list[str]:
     return [*argv, *a.extra, "--wrap", "exec sleep infinity"]
 
 
+def step_argv(job_id: str, host: str, step_name: str, cwd: str | None = None) -> list[str]:
+    """`srun` options for one task on one host of the job; `--overlap` lets it run beside the others
+    (a node's training step, fault and probe steps, the history stream, the services)."""
+    return ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
+            f"--job-name={step_name}", *([f"--chdir={cwd}"] if cwd else [])]
+
+
 def srun_argv(job_id: str, host: str, step_name: str, env: dict[str, str], argv: list[str],
               cwd: str | None = None) -> list[str]:
-    """One step on one node. `--overlap` lets fault steps (iptables, signals) run beside it; the env
-    is set explicitly with `env`, so the node runs exactly node_plan's environment."""
-    out = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
-           f"--job-name={step_name}", "--kill-on-bad-exit=1", "--quit-on-interrupt"]
-    if cwd:
-        out.append(f"--chdir={cwd}")
-    return [*out, "env", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
+    """A node's step; the env is set explicitly with `env`, so the node runs exactly node_plan's
+    environment."""
+    return [*step_argv(job_id, host, step_name, cwd), "--kill-on-bad-exit=1", "--quit-on-interrupt",
+            "env", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
 
 
 def parse_job_id(sbatch_out: str) -> str:

@@ -10,13 +10,13 @@ import threading
 from pathlib import Path
 
 from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.slurm.commands import step_argv
 
 _NAME = re.compile(r"^[\w.-]+\.jsonl$")   # a file name the node may send: nothing with a path in it
 
 
 def _step(job_id: str, host: str, python: str, srcdir: str, node_dir: str, once: bool) -> list[str]:
-    return ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
-            "--job-name=chaosbench-history", f"--chdir={srcdir}", python, "-m", "chaosbench.observer.stream",
+    return [*step_argv(job_id, host, "chaosbench-history", srcdir), python, "-m", "chaosbench.observer.stream",
             *(["--once"] if once else []), node_dir]
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from chaosbench.cluster.base import ClusterError
 from chaosbench.cluster.local_backend import HostServiceFaults, python_services
 from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
+from chaosbench.cluster.slurm.commands import step_argv
 from chaosbench.services.etcd_server import EtcdServer
 from chaosbench.services.ports import free_ports
 
@@ -96,8 +97,7 @@ class NodeServices(_Endpoints):
 
     def __init__(self, slurm, job_id: str, host: str, python: str, srcdir: str, data_dir: str, log: Path):
         self.slurm, self.job_id, self.node_host = slurm, job_id, host
-        self.argv = ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
-                     "--job-name=chaosbench-services", f"--chdir={srcdir}", python, "-m",
+        self.argv = [*step_argv(job_id, host, "chaosbench-services", srcdir), python, "-m",
                      "chaosbench.cluster.slurm.services", "--data", data_dir]
         self.log = Path(log)
         self.proc: subprocess.Popen | None = None
