@@ -16,9 +16,6 @@ KNOWN_FLAKY = {
         "its etcd hang is timed on a 2-core machine shared by two test workers (one rerun seen, then 8/8 alone)",
     "tests/byo/test_verdicts.py::test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase":
         "three torchrun nodes must reach training within the 25-s stuck window; on a loaded machine they may not",
-    "tests/rendezvous/test_rendezvous_torchrun.py::test_join_leave_replace[c10d]":
-        "once in 3 fresh-clone runs under -n 2 (beside the docker abuse trials) the surviving agent 'a' died of "
-        "SIGKILL while re-forming alone; cause not established, passed in the other 2 and alone",
     "tests/trainer/test_elastic_node_loss.py::test_node_loss_resumes_at_world_size_1_from_last_checkpoint":
         "under -n 2 load a round before the kill once timed out in torch's role_info exchange (60 s store wait)",
 }

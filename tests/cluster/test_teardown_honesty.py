@@ -62,6 +62,8 @@ def test_clean_keeps_and_lists_another_hosts_things_and_all_removes_them(tmp_pat
     monkeypatch.setattr(clean_mod.loopfs, "sweep", lambda everything: [])
     monkeypatch.setattr(clean_mod.loopfs, "stale_loops", lambda everything: [])
     monkeypatch.setattr(clean_mod, "_slurm", lambda everything, removed: None)
+    # --all kills every process carrying an owner token: the other xdist worker's etcd and agents too
+    monkeypatch.setattr(clean_mod.proctree, "find_with_key", lambda key: {})
     other, dead = tmp_path / "chaosbench-cbother", tmp_path / "chaosbench-cbdead"
     for d, tok in ((other, "elsewhere-host:4242:123"), (dead, f"{socket.gethostname()}:999999:1")):
         d.mkdir()
