@@ -62,6 +62,17 @@ def _send(sock: socket.socket, obj: dict, fds: list[int] | None = None) -> None:
 
 # -- node --------------------------------------------------------------------------------------
 
+def _warm_boto3() -> None:
+    """A worker's first S3 client costs 0.1-0.4 s of botocore reading its JSON models, inside the
+    restore. Reading them here, into the default session that forks inherit, makes it milliseconds.
+    Explicit dummy credentials: the worker's own credentials are resolved in the worker."""
+    import boto3
+    try:
+        boto3.client("s3", region_name="us-east-1", aws_access_key_id="-", aws_secret_access_key="-")
+    except Exception as exc:   # an optional speed-up: the worker builds its client cold instead
+        _log(f"warming boto3: {exc}")
+
+
 def node(argv: list[str], preload: str) -> None:
     """Bind the socket, start the server as our child, then become torchrun (the server dies with us).
 
@@ -106,6 +117,8 @@ class Server:
                 importlib.import_module(mod)
             except ImportError as exc:        # optional extras (boto3) may be missing: still useful
                 _log(f"preload {mod}: {exc}")
+        if "boto3" in sys.modules:
+            _warm_boto3()
         _log(f"ready: preloaded {modules} in {time.monotonic() - t0:.2f}s")
 
     def serve_forever(self) -> None:

@@ -18,6 +18,11 @@ keep_alive_interval, keep_alive_max_attempt, cas_backoff_max_seconds):
   liveness_ttl   seconds of the lease behind each node's liveness key (default 2; whole seconds, etcd
                  raises it to its minimum); 0 turns liveness off (torch's polling only). See
                  chaosbench.rendezvous.watched for what it changes.
+  liveness_links 1 (default): each agent holds a TCP connection to every other agent and revokes the
+                 lease of a peer whose connection closes, so a crash is known at once instead of
+                 after the lease TTL (chaosbench.rendezvous.links); 0: the lease alone
+  link_host      the address peers reach this agent's link port at (default: the address of the
+                 interface that routes to etcd)
 """
 from __future__ import annotations
 
@@ -85,7 +90,13 @@ def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
     if not ttl:
         return handler
     run_prefix = v3_run_prefix(params.run_id, params.get("key_prefix", DEFAULT_V3_PREFIX))
-    liveness = Liveness(backend.connection, run_prefix, backend.key, repr(handler._this_node), int(ttl))
+    links_host = None
+    if _float(params, "liveness_links", 1):
+        from chaosbench.rendezvous.links import advertised_host
+        host, port = parse_rendezvous_endpoint(params.endpoint, default_port=DEFAULT_PORT)
+        links_host = params.get("link_host") or advertised_host(host, port)
+    liveness = Liveness(backend.connection, run_prefix, backend.key, repr(handler._this_node), int(ttl),
+                        links_host=links_host)
     return with_liveness(handler, liveness)
 
 

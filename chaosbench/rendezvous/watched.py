@@ -20,6 +20,7 @@ These hooks name private torch classes (``_BackendRendezvousStateHolder``,
 """
 from __future__ import annotations
 
+import logging
 import time
 from datetime import datetime, timezone
 
@@ -30,6 +31,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
 from chaosbench.rendezvous.handler import RoundStoreRendezvousHandler
 from chaosbench.rendezvous.liveness import Liveness
 
+log = logging.getLogger(__name__)
 _LONG_AGO = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_WAIT = 1.0         # torch's poll interval: the longest we wait without news
 _MIN_READ_GAP = 0.05    # at most 20 state reads/s per agent however often others write
@@ -104,6 +106,21 @@ class WatchedOpExecutor(_DistributedRendezvousOpExecutor):
 
 class LivenessRendezvousHandler(RoundStoreRendezvousHandler):
     _liveness: Liveness
+    _reported: frozenset = frozenset()
+
+    def num_nodes_waiting(self) -> int:
+        """torchrun's agent asks this every monitor interval and restarts its workers when it is > 0.
+        A participant of our round that liveness knows dead counts: the workers are stopped at once,
+        instead of hanging in a collective with a frozen peer until the trainer's health check fires."""
+        dead = self._liveness.dead()
+        gone = frozenset(repr(n) for n in self._state_holder.state.participants) & dead if dead else frozenset()
+        if gone:
+            if gone != self._reported:
+                log.info("liveness: %s of this round %s dead; restarting the worker group",
+                         ", ".join(sorted(gone)), "is" if len(gone) == 1 else "are")
+                self._reported = gone
+            return len(gone)
+        return super().num_nodes_waiting()
 
     def next_rendezvous(self):
         info = super().next_rendezvous()

@@ -5,8 +5,13 @@ timeout was driven by etcd's lease expiry and watch, not by torch's keep-alive p
 """
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,6 +25,7 @@ from chaosbench.services.etcd_server import EtcdServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
+ROOT = Path(__file__).resolve().parents[2]
 SLOW_KEEP_ALIVE = {"keep_alive_interval": 60, "keep_alive_max_attempt": 3, "join_timeout": 60}
 
 
@@ -33,10 +39,10 @@ def _params(endpoint, run_id, min_nodes=1, max_nodes=2, **conf):
     return RendezvousParameters("etcd-v3", endpoint, run_id, min_nodes, max_nodes, **{"ttl": 60, **conf})
 
 
-def _liveness(etcd, run_id, node, ttl=2):
+def _liveness(etcd, run_id, node, ttl=2, links_host=None):
     backend, _ = create_backend(_params(etcd.endpoint, run_id))
     prefix = backend.key[: -len("state")]
-    return Liveness(backend.connection, prefix, backend.key, node, ttl)
+    return Liveness(backend.connection, prefix, backend.key, node, ttl, links_host=links_host)
 
 
 def _wait(predicate, timeout, what):
@@ -70,6 +76,84 @@ def _rendezvous_all(handlers):
         t.join(60)
     assert not errors, errors
     return [out[h] for h in handlers]
+
+
+# A peer in its own process, so that SIGKILL closes its sockets the way a node loss does.
+_PEER = """
+import sys, time
+from tests.rendezvous.test_liveness import _liveness
+from types import SimpleNamespace
+peer = _liveness(SimpleNamespace(endpoint=sys.argv[1]), sys.argv[2], "b", ttl=int(sys.argv[3]),
+                 links_host="127.0.0.1").start()
+print("up", flush=True)
+time.sleep(600)
+"""
+
+
+def _peer(etcd, run_id, ttl=30):
+    proc = subprocess.Popen([sys.executable, "-c", _PEER, etcd.endpoint, run_id, str(ttl)], stdout=subprocess.PIPE,
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.readline() == b"up\n"
+    return proc
+
+
+def test_a_killed_peer_is_dead_at_once_from_its_closed_link_not_its_30s_lease(etcd):
+    a = _liveness(etcd, "lk", "a", ttl=2, links_host="127.0.0.1").start()
+    watcher = _liveness(etcd, "lk", "w").start()        # no links: learns from etcd's delete only
+    proc = _peer(etcd, "lk")
+    try:
+        _wait(lambda: a.alive() == {"a", "b", "w"} and watcher.alive() == {"a", "b", "w"}, 5, "all to see b")
+        _wait(lambda: "b" in a._links._out, 5, "a's link to b")
+        t0 = time.monotonic()
+        proc.kill()
+        _wait(lambda: "b" in a.dead(), 5, "a to see b's link close")
+        _wait(lambda: "b" in watcher.dead(), 5, "the revoke to reach a node without links")
+        assert time.monotonic() - t0 < 2.0, "known from the lease (30 s), not from the link"
+    finally:
+        proc.kill()
+        proc.wait()
+        a.stop()
+        watcher.stop()
+
+
+def test_a_silent_link_alone_declares_nobody_dead(etcd):
+    """Silence cannot tell a frozen peer from a partition between live ones: while etcd still hears
+    from the peer (a 30-s lease refreshed every 7.5 s), nobody is declared dead; an address nobody
+    listens at is no verdict either."""
+    a = _liveness(etcd, "lf", "a", ttl=2, links_host="127.0.0.1").start()
+    proc = _peer(etcd, "lf")
+    try:
+        _wait(lambda: "b" in a._links._out, 5, "a's link to b")
+        proc.send_signal(signal.SIGSTOP)                 # link silent; its lease has 28-30 s left
+        time.sleep(2.0)
+        assert "b" not in a.dead() and "b" in a.alive()
+        a._link("c", b'{"link": "127.0.0.1:1"}', 12345)
+        time.sleep(0.5)
+        assert "c" not in a.dead()
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+        a.stop()
+
+
+def test_a_frozen_peer_is_dead_once_its_link_and_its_lease_are_both_silent(etcd):
+    """A 4-s lease is refreshed every second: once the link has been silent 1.2 s and etcd has missed
+    a refresh, the peer is revoked, well before its lease would run out (4-5 s after the freeze)."""
+    a = _liveness(etcd, "lz", "a", ttl=2, links_host="127.0.0.1").start()
+    proc = _peer(etcd, "lz", ttl=4)
+    try:
+        _wait(lambda: "b" in a._links._out, 5, "a's link to b")
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGSTOP)
+        _wait(lambda: "b" in a.dead(), 6, "b to be declared dead")
+        took = time.monotonic() - t0
+        assert 1.2 <= took < 3.9, f"declared dead after {took:.1f}s: not by link silence + a missed refresh"
+    finally:
+        proc.send_signal(signal.SIGCONT)
+        proc.kill()
+        proc.wait()
+        a.stop()
 
 
 def test_leave_and_lease_expiry_mark_dead_and_a_comeback_revives(etcd):
