@@ -76,6 +76,22 @@ def create_backend(params: RendezvousParameters):
     return backend, store
 
 
+def _log_like_torch() -> None:
+    """torchrun sets the level of torch's own loggers from $LOGLEVEL; ours say at INFO what liveness
+    decided (a link lost, a lease revoked, a worker group restarted for a dead node): evidence in
+    the agent's log next to torch's rendezvous lines."""
+    import logging
+    import os
+
+    ours = logging.getLogger("chaosbench.rendezvous")
+    if ours.level == logging.NOTSET and os.environ.get("LOGLEVEL"):
+        ours.setLevel(os.environ["LOGLEVEL"])
+        if not logging.getLogger().handlers:
+            handler = logging.StreamHandler()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+            ours.addHandler(handler)
+
+
 def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
     from chaosbench.rendezvous.handler import round_store
     from chaosbench.rendezvous.liveness import Liveness
@@ -85,6 +101,7 @@ def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
     if ttl != int(ttl):
         raise ValueError(f"--rdzv-conf liveness_ttl={params.get('liveness_ttl')!r}: etcd leases have whole "
                          f"seconds; give e.g. liveness_ttl=2, or 0 to turn liveness off")
+    _log_like_torch()
     backend, store = create_backend(params)
     handler = round_store(create_handler(store, backend, params))
     if not ttl:

@@ -109,4 +109,4 @@ class EtcdV3Store(Store):
             if time.monotonic() >= deadline:
                 return None
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 0.25)
+            delay = min(delay * 2, 0.05)   # inside every recovery (rank assignment): 20 reads/s at most

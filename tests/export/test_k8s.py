@@ -48,7 +48,7 @@ def env_of(container):
 
 
 def test_c10d_scenario_valid_models(tmp_path):
-    objs = render(scenario(tmp_path, rdzv_timeouts={"join_timeout": 60, "last_call_timeout": 1}))
+    objs = render(scenario(tmp_path, rendezvous="c10d", rdzv_timeouts={"join_timeout": 60, "last_call_timeout": 1}))
     m = by_kind(objs)
     svc = m[("Service", "node-loss-nodes")]
     assert svc.spec.cluster_ip == "None" and svc.spec.publish_not_ready_addresses

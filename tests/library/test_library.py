@@ -14,6 +14,7 @@ LIBRARY = Path(__file__).resolve().parents[2] / "scenarios"
 # the story asserts `no_restart` instead)
 STORIES = {
     "node_loss": ({"kill_node"}, "memory"),
+    "node_loss_c10d": ({"kill_node"}, "memory"),
     "worker_crash": ({"kill_worker"}, "memory"),
     "total_failure_restart": ({"kill_all"}, "nvme"),
     "total_failure_new_machines": ({"kill_all"}, "s3"),
