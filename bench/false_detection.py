@@ -45,6 +45,20 @@ def _hog() -> None:
         pass
 
 
+def _verdicts(logs: str, t0: float, t1: float) -> list[str]:
+    """Liveness lines ("2026-11-23 08:44:50,273 chaosbench.rendezvous... lost its link") within [t0, t1]."""
+    out = []
+    for line in logs.splitlines():
+        if any(v in line for v in LIVENESS_VERDICTS):
+            try:
+                ts = time.mktime(time.strptime(line[:19], "%Y-%m-%d %H:%M:%S"))
+            except ValueError:
+                continue
+            if t0 - 1 <= ts <= t1:
+                out.append(line)
+    return out
+
+
 def _steps_in(events, t0: float, t1: float) -> int:
     steps = [int(e["step"]) for e in events if e.get("event") == "step" and t0 <= e.get("ts", 0) <= t1]
     return (max(steps) - min(steps)) if steps else 0
@@ -80,6 +94,7 @@ def measure(args, root: Path) -> dict:
         t1 = time.time()
         time.sleep(args.after_s)              # a detection in the load's last seconds shows up here
         events = read_events(cluster.events_dir)
+        t_end = time.time()                   # teardown kills nodes: its link losses are not counted
     # after down(): it collects the docker nodes' logs
     logs = "".join(p.read_text(errors="replace") for p in sorted((spec.run_dir / "logs").glob("node-*.log")))
     new_workers = sorted({(e.get("node"), e.get("pid")) for e in events
@@ -87,7 +102,7 @@ def measure(args, root: Path) -> dict:
     return {
         "restarts": len(new_workers),
         "health_check_failed": sum(1 for e in events if e.get("event") == "health_check_failed" and e.get("ts", 0) >= t0),
-        "liveness_verdicts": sum(logs.count(v) for v in LIVENESS_VERDICTS),
+        "liveness_verdicts": len(_verdicts(logs, t0, t_end)),
         "quiet_steps_per_s": round(_steps_in(events, q0, t0) / max(t0 - q0, 1e-9), 2),
         "loaded_steps_per_s": round(_steps_in(events, t0, t1) / max(t1 - t0, 1e-9), 2),
         "load_avg_during": [round(x, 1) for x in loads],

@@ -133,8 +133,9 @@ def _cases(args) -> list[Case]:
     out = []
     for fault in args.faults:
         for rdzv in args.rdzv:
-            if (fault == "kill" or args.stock_pause) and not args.skip_stock:
-                out.append(Case("stock", rdzv, fault))
+            stock = Case("stock", STOCK_OF.get(rdzv, rdzv), fault)   # c10d-links is measured against c10d
+            if (fault == "kill" or args.stock_pause) and not args.skip_stock and stock not in out:
+                out.append(stock)
             out.append(Case("tuned", rdzv, fault))
             if args.cold and fault == "kill":
                 out.append(Case("tuned-cold", rdzv, fault))
@@ -145,6 +146,9 @@ def _cases(args) -> list[Case]:
             if args.trainer_defaults and fault == "kill":
                 out.append(Case("trainer-defaults", rdzv, fault))
     return out
+
+
+STOCK_OF = {"c10d-links": "c10d"}
 
 
 def _usable_rdzv(names: list[str]) -> list[str]:
@@ -169,7 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--backend", choices=("local", "docker"), default="local",
                     help="cluster backend for the reference trainer (the stock baseline always runs locally)")
-    ap.add_argument("--rdzv", default="c10d,etcd-v3", help="comma list of c10d, etcd-v3, etcd")
+    ap.add_argument("--rdzv", default="c10d,etcd-v3", help="comma list of c10d, c10d-links, etcd-v3, etcd")
     ap.add_argument("--faults", default="kill,pause", help="comma list of kill, pause")
     ap.add_argument("--stock-pause", action="store_true",
                     help="also pause a stock node (it does not recover: gloo waits 30 min; bounded by --stock-pause-bound)")

@@ -126,7 +126,7 @@ def table(summaries: list[Summary], baselines: dict[str, float | None]) -> str:
             f"{'TOTAL':>7} {'lost':>9} {'tier':>7} {'x stock':>7}  load@fault")
     lines = [head, "-" * len(head)]
     for s in summaries:
-        x = None if s.stock else ratio(baselines.get(s.rdzv), s.med["total_s"])
+        x = None if s.stock else ratio(baselines.get({"c10d-links": "c10d"}.get(s.rdzv, s.rdzv)), s.med["total_s"])
         lost = "-" if s.lost_steps is None else f"{s.lost_steps:g}st/{_f(s.lost_s, 's')}"
         loads = " ".join(f"{v:.1f}" for v in s.loads) or "-"
         if s.start_failures:

@@ -14,7 +14,7 @@ import yaml
 
 from chaosbench.cluster.base import ClusterSpec
 from chaosbench.cluster.images import REPO, SOURCE_MOUNT
-from chaosbench.cluster.launch import S3_BUCKET, node_plan
+from chaosbench.cluster.launch import S3_BUCKET, hosts_store, node_plan
 
 LABEL_PREFIX = "io.chaosbench"
 ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
@@ -57,7 +57,7 @@ class ComposePlan:
 
 
 def rdzv_endpoint(plan: ComposePlan, spec: ClusterSpec) -> str:
-    if spec.rendezvous == "c10d":
+    if hosts_store(spec.rendezvous):
         return f"{plan.ip('node-0')}:{C10D_PORT}"    # node-0's agent hosts the c10d store
     return f"{plan.ip('toxiproxy')}:{PROXY_ETCD_PORT}"   # etcd, through the fault proxy
 

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from chaosbench.cluster.base import ClusterSpec
 
 S3_BUCKET = "chaosbench"
-RDZV_BACKENDS = ("c10d", "etcd-v3", "etcd", "etcd-v2")
+RDZV_BACKENDS = ("c10d", "c10d-links", "etcd-v3", "etcd", "etcd-v2")
+
+
+def hosts_store(rendezvous: str) -> bool:
+    """c10d and c10d-links: node-0's agent hosts the rendezvous store (no etcd)."""
+    return rendezvous in ("c10d", "c10d-links")
 
 
 @dataclass
@@ -37,7 +42,7 @@ def keep_alive_problem(rendezvous: str, timeouts: dict) -> str | None:
     With fewer than 3 attempts agents expire themselves after a round and a joining node is never
     admitted (docs/scenario-library.md)."""
     attempts = timeouts.get("keep_alive_max_attempt")
-    if rendezvous in ("c10d", "etcd-v3") and attempts is not None and int(attempts) < 3:
+    if rendezvous in ("c10d", "c10d-links", "etcd-v3") and attempts is not None and int(attempts) < 3:
         return (f"rdzv_timeouts.keep_alive_max_attempt={attempts}: must be >= 3 with {rendezvous} (a live "
                 f"agent's heartbeat is routinely 2 intervals old, so agents would expire themselves and a "
                 f"joining node is never admitted); use 3, or 4 on loaded machines")
@@ -101,7 +106,7 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         **spec.env,
     }
     conf = dict(spec.rdzv_timeouts)
-    if spec.rendezvous == "c10d":
+    if hosts_store(spec.rendezvous):
         # Say which agent hosts the c10d store: on one machine every node "matches" the endpoint
         # host, and whichever binds first would host it — killing that node then kills rendezvous.
         conf["is_host"] = "true" if node == "node-0" else "false"

@@ -21,7 +21,7 @@ from pathlib import Path
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import FILL_FILE, Cluster, ClusterError, ClusterSpec, UnsupportedFault
-from chaosbench.cluster.launch import S3_BUCKET, node_plan, validate
+from chaosbench.cluster.launch import S3_BUCKET, hosts_store, node_plan, validate
 from chaosbench.cluster.lifecycle import track, untrack
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
                                              wait_until)
@@ -172,7 +172,7 @@ class LocalCluster(HostServiceFaults, Cluster):
         self.shm_dir(node).mkdir(parents=True, exist_ok=True)
 
     def _launch(self, node: str) -> None:
-        endpoint = (f"127.0.0.1:{self._ports['c10d']}" if self.spec.rendezvous == "c10d"
+        endpoint = (f"127.0.0.1:{self._ports['c10d']}" if hosts_store(self.spec.rendezvous)
                     else f"127.0.0.1:{self._ports['proxy_etcd']}")
         plan = node_plan(self.spec, node, python=sys.executable, rdzv_endpoint=endpoint,
                          s3_url=f"http://127.0.0.1:{self._ports['proxy_s3']}",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from chaosbench.cluster.launch import warm_start_argv
+from chaosbench.cluster.launch import hosts_store, warm_start_argv
 from chaosbench.doctor.target import DoctorInputError, apply_overrides
 
 C10D_PORT = 29400
@@ -109,8 +109,8 @@ def render(sc: dict, image: str = "chaosbench/trainer:latest", etcd_image: str =
     lo, hi = int(elastic.get("min_nodes", nodes)), int(elastic.get("max_nodes", nodes))
     procs = int(cl.get("procs_per_node", 1))
     backend = cl.get("rendezvous", "c10d")
-    if backend not in ("c10d", "etcd", "etcd-v2", "etcd-v3"):
-        raise ExportError(f"{sc['_file']}: cluster.rendezvous {backend!r} invalid; choose c10d, etcd-v3 or etcd")
+    if backend not in ("c10d", "c10d-links", "etcd", "etcd-v2", "etcd-v3"):
+        raise ExportError(f"{sc['_file']}: cluster.rendezvous {backend!r} invalid; choose c10d, c10d-links, etcd-v3 or etcd")
     gpus = int(cl.get("gpus_per_node") or cl.get("gpus") or 0)
     run_id = name
     cfg = _trainer_config(sc)
@@ -119,7 +119,7 @@ def render(sc: dict, image: str = "chaosbench/trainer:latest", etcd_image: str =
 
     # proxy routes (POST /populate shape): etcd always when used, S3 when the S3 tier is on
     routes = []
-    if backend != "c10d":
+    if not hosts_store(backend):
         routes.append({"name": "etcd", "listen": f"0.0.0.0:{PROXY_ETCD_PORT}",
                        "upstream": f"{name}-etcd:{ETCD_PORT}", "enabled": True})
     if s3.get("enabled") and s3.get("endpoint_url"):
@@ -138,7 +138,7 @@ def render(sc: dict, image: str = "chaosbench/trainer:latest", etcd_image: str =
     svc["spec"].update(clusterIP="None", publishNotReadyAddresses=True)
     objs.append(svc)
 
-    if backend == "c10d":
+    if hosts_store(backend):
         endpoint = f"{name}-nodes-0.{name}-nodes:{C10D_PORT}"
     else:
         endpoint = f"{name}-proxy:{PROXY_ETCD_PORT}"

@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 
 class Liveness:
+    poll_s = 1.0     # the longest a waiting rendezvous goes without re-reading: the watch wakes it sooner
+
     def __init__(self, conn: EtcdV3Connection, run_prefix: str, state_key: str, node: str, ttl: int,
                  links_host: str | None = None):
         if ttl < 1:
@@ -70,6 +72,9 @@ class Liveness:
         """Block until something changed after `since` (a `version`), at most `timeout` seconds."""
         with self._cond:
             return self._cond.wait_for(lambda: self._version != since or self._stop.is_set(), timeout)
+
+    def observe(self, state) -> None:
+        """Links come from the liveness keys here, not from the rendezvous state."""
 
     # -- life cycle --------------------------------------------------------------------------
     def start(self) -> "Liveness":

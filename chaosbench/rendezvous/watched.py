@@ -29,6 +29,7 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (
     _RendezvousJoinOp)
 
 from chaosbench.rendezvous.handler import RoundStoreRendezvousHandler
+from chaosbench.rendezvous.link_liveness import LinkLiveness
 from chaosbench.rendezvous.liveness import Liveness
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,9 @@ class LivenessStateHolder(_BackendRendezvousStateHolder):
             self._last_sync_time = -1.0
         self.seen_version = version
         self.synced_at = time.monotonic()
-        return super().sync()
+        result = super().sync()
+        self._liveness.observe(self._state)
+        return result
 
     def _sanitize(self) -> None:
         dead = self._liveness.dead()
@@ -73,6 +76,8 @@ class WatchedOpExecutor(_DistributedRendezvousOpExecutor):
                 if isinstance(state_handler, _RendezvousJoinOp) and self._all_alive_joined(ctx):
                     return _Action.MARK_RENDEZVOUS_COMPLETE
                 self._wait(ctx)
+                if self._liveness.poll_s < _MAX_WAIT:   # no watch to tell of changes: read afresh
+                    self._state_holder._last_sync_time = -1.0
                 self._state_holder.sync()
                 self._state = self._state_holder.state
                 ctx = _RendezvousContext(self._node, self._state, self._settings)
@@ -83,7 +88,7 @@ class WatchedOpExecutor(_DistributedRendezvousOpExecutor):
 
     def _wait(self, ctx: _RendezvousContext) -> None:
         holder: LivenessStateHolder = self._state_holder  # type: ignore[assignment]
-        timeout = _MAX_WAIT
+        timeout = self._liveness.poll_s
         if ctx.state.deadline is not None:   # wake at the last-call deadline, not up to 1 s after it
             until = (ctx.state.deadline - datetime.now(timezone.utc)).total_seconds()
             timeout = min(timeout, max(until, 0.0) + 0.01)
@@ -134,7 +139,7 @@ class LivenessRendezvousHandler(RoundStoreRendezvousHandler):
             self._liveness.stop()
 
 
-def with_liveness(handler: RoundStoreRendezvousHandler, liveness: Liveness) -> LivenessRendezvousHandler:
+def with_liveness(handler: RoundStoreRendezvousHandler, liveness: Liveness | LinkLiveness) -> LivenessRendezvousHandler:
     """Hook `liveness` into the handler torch's create_handler built (same state, methods differ)."""
     holder, executor = handler._state_holder, handler._op_executor
     if type(holder) is not _BackendRendezvousStateHolder or type(executor) is not _DistributedRendezvousOpExecutor:

@@ -15,7 +15,7 @@ from chaosbench.cluster.launch import keep_alive_problem
 
 Tier = Literal["memory", "nvme", "s3"]
 Backend = Literal["auto", "docker", "local", "slurm"]
-Rendezvous = Literal["c10d", "etcd-v3", "etcd"]
+Rendezvous = Literal["c10d", "c10d-links", "etcd-v3", "etcd"]
 CHECK_NAMES = (
     "recovered_from", "max_lost_steps", "max_recovery_seconds", "world_size_after", "world_sizes",
     "reaches_step", "no_restart", "loss_continuity", "checkpoints_valid", "no_fatal", "log_regex",

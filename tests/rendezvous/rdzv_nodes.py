@@ -19,6 +19,8 @@ WORKER = Path(__file__).with_name("rdzv_worker.py")
 RDZV_CONF = {
     "c10d": "join_timeout=60,last_call_timeout=1,close_timeout=10,keep_alive_interval=1,"
             "keep_alive_max_attempt=3,heartbeat=5",
+    "c10d-links": "join_timeout=60,last_call_timeout=1,close_timeout=10,keep_alive_interval=1,"
+                  "keep_alive_max_attempt=3,heartbeat=5",
     "etcd-v3": "join_timeout=60,last_call_timeout=1,close_timeout=10,keep_alive_interval=1,"
                "keep_alive_max_attempt=3,heartbeat=5,ttl=120,retry_timeout=30,connect_timeout=5",
     "etcd": "timeout=60,last_call_timeout=1",

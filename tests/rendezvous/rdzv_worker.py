@@ -1,6 +1,6 @@
 """A tiny torchrun worker for rendezvous tests: all-reduces once per step and logs what it saw.
 
-Every step appends {"node", "rank", "world", "restart", "step", "sum"} to EVENTS_DIR/<node>.jsonl;
+Every step appends {"node", "rank", "world", "restart", "pid", "step", "sum"} to EVENTS_DIR/<node>.jsonl;
 "sum" is the all-reduced count of ranks, so a line proves the collective really ran at that world
 size. All ranks stop together once STOP_FILE exists (the flag is all-reduced too).
 """
@@ -26,7 +26,8 @@ def main() -> int:
         dist.all_reduce(t)
         with open(path, "a") as f:
             f.write(json.dumps({"ts": time.time(), "node": node, "rank": rank, "world": world,
-                                "restart": restart, "step": step, "sum": int(t[0])}) + "\n")
+                                "restart": restart, "pid": os.getpid(), "step": step,
+                                "sum": int(t[0])}) + "\n")
         if t[1] > 0:
             break
         step += 1

@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 # torch's own dynamic backends (c10d, etcd-v2) run with torch's opt-out of the shared agent store,
 # without which a joining node hangs (see chaosbench/rendezvous/handler.py and
 # test_stock_c10d_replacement_hangs). "etcd" is torch's legacy etcd v2 rendezvous.
-BACKENDS = ["etcd-v3", "c10d", "etcd-v2", "etcd"]
+BACKENDS = ["etcd-v3", "c10d", "c10d-links", "etcd-v2", "etcd"]
+LINKED = ("etcd-v3", "c10d-links")   # peer links: a killed node's closed connection is the news
 NO_SHARED_STORE = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 WAIT = 120  # seconds any one phase may take on a loaded 2-core machine
 
@@ -36,7 +37,7 @@ def cluster(request, tmp_path):
     nodes: list[Node] = []
 
     def make_node(name: str, run_id: str = "run", host: bool = False, work: str = "w") -> Node:
-        extra = f"is_host={'true' if host else 'false'}" if backend == "c10d" else ""
+        extra = f"is_host={'true' if host else 'false'}" if backend.startswith("c10d") else ""
         node = Node(name, tmp_path / work, backend, endpoint, run_id, extra_conf=extra, env=env)
         nodes.append(node)
         return node.start()
@@ -75,7 +76,10 @@ def test_join_leave_replace(cluster, tmp_path):
     b.kill()
     wait_for(lambda: steps_at_world(ev, 1, {"a"}, since=killed), WAIT, "a alone at world 1", [a])
     resumed = min(e["ts"] for e in events(ev) if e["world"] == 1 and e["ts"] >= killed)
-    assert max(e["restart"] for e in events(ev) if e["node"] == "a") >= 1
+    # a new worker: a failed group counts a restart; a membership change (liveness saw b die first) does not
+    assert len({e["pid"] for e in events(ev) if e["node"] == "a"}) >= 2
+    if backend in LINKED:   # the survivor learned of the death from b's closed link, not a timeout
+        assert "lost its link" in a.log_path.read_text(errors="replace"), a.log_tail()
 
     joined = time.time()
     c = make_node("c")
@@ -133,7 +137,7 @@ def test_etcd_restart_between_rounds(cluster, tmp_path):
     ev = tmp_path / "w" / "events"
     a, b = _start_pair(make_node)
     wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}), WAIT, "both nodes at world 2", [a, b])
-
+    before = {(e["node"], e["pid"]) for e in events(ev) if e["world"] == 2}
     etcd.stop()                       # etcd gone while training is healthy...
     time.sleep(3)
     etcd.start()                      # ...and back on the same data dir and port
@@ -141,6 +145,8 @@ def test_etcd_restart_between_rounds(cluster, tmp_path):
     wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}, since=restarted), WAIT,
              "training still at world 2 after the etcd restart", [a, b])
     assert max(e["restart"] for e in events(ev)) == 0, "an etcd restart alone must not restart workers"
+    after = {(e["node"], e["pid"]) for e in events(ev) if e["ts"] >= restarted}
+    assert after <= before, "nor restart them as a membership change (liveness must not declare a death)"
 
     killed = time.time()              # the next round runs on the restarted etcd
     b.kill()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
-from chaosbench.cluster.launch import node_plan, validate
+from chaosbench.cluster.launch import hosts_store, node_plan, validate
 from chaosbench.cluster.lifecycle import track, untrack
 from chaosbench.cluster.local_backend import HostServiceFaults
 from chaosbench.cluster.slurm.commands import (Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv,
@@ -184,7 +184,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
 
     def _launch(self, node: str, wait: bool = True) -> None:
         host = self._host_of[node]
-        endpoint = (f"{self._host_of['node-0']}:{C10D_PORT}" if self.spec.rendezvous == "c10d"
+        endpoint = (f"{self._host_of['node-0']}:{C10D_PORT}" if hosts_store(self.spec.rendezvous)
                     else f"{self.services.host}:{self.services.ports['proxy_etcd']}")
         nvme, memory = self._node_dirs(node)
         plan = node_plan(self.spec, node, python=self.python, rdzv_endpoint=endpoint,
