@@ -17,7 +17,8 @@ KNOWN_FLAKY = {
     "tests/byo/test_verdicts.py::test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase":
         "three torchrun nodes must reach training within the 25-s stuck window; on a loaded machine they may not",
     "tests/trainer/test_elastic_node_loss.py::test_node_loss_resumes_at_world_size_1_from_last_checkpoint":
-        "under -n 2 load a round before the kill once timed out in torch's role_info exchange (60 s store wait)",
+        "under -n 2 load node-1 missed the first round and the second one hung on the shared agent store "
+        "(pytorch#135712; the test now sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1); kept until CI confirms it",
 }
 
 

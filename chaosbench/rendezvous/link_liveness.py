@@ -84,7 +84,7 @@ class LinkLiveness:
             self._links.link(node, address, None)
 
     def _on_lost(self, node: str, _token) -> None:
-        log.info("liveness: %s lost its link: its agent is gone", node)
+        log.info("liveness: %s is dead (its link closed: its agent is gone)", node)
         with self._cond:
             self._dead.add(node)
             self._version += 1

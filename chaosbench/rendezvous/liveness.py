@@ -201,7 +201,7 @@ class Liveness:
         if address:
             self._links.link(node, address, lease)
 
-    def _on_link_lost(self, node: str, lease: int) -> None:
+    def _on_link_lost(self, node: str, lease: int, why: str = "its link closed") -> None:
         with self._cond:
             if time.monotonic() - self._refreshed_at > self.ttl / 2 or node not in self._alive:
                 return            # our own standing is in doubt, or the node already left
@@ -209,7 +209,7 @@ class Liveness:
             self._dead.add(node)
             self._version += 1
             self._cond.notify_all()
-        log.info("liveness: %s lost its link; revoking its lease so every agent knows now", node)
+        log.info("liveness: %s is dead (%s); revoking its lease so every agent knows now", node, why)
         try:
             self._client.revoke_lease(lease)
         except Exception as exc:   # already expired or revoked: the others learn from etcd anyway
@@ -234,6 +234,5 @@ class Liveness:
             log.info("liveness: %s's link is silent but it refreshes its lease: a partition between us, "
                      "not a frozen node; left to the health check", node)
             return
-        log.info("liveness: %s is silent on its link and to etcd (%s s of %s s left)", node, info.TTL,
-                 info.grantedTTL)
-        self._on_link_lost(node, lease)
+        self._on_link_lost(node, lease, f"silent on its link and to etcd: {info.TTL} s of its "
+                                        f"{info.grantedTTL}-s lease left")

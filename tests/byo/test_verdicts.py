@@ -19,7 +19,7 @@ cluster:
   backend: local
   nodes: 3
   elastic: {{min_nodes: 2, max_nodes: 3}}
-  rendezvous: etcd-v3
+  rendezvous: {rdzv}
   rdzv_timeouts: {{keep_alive_interval: 1, keep_alive_max_attempt: 3, last_call_timeout: 2, join_timeout: 120}}
 trainer:
   workdir: project
@@ -37,10 +37,11 @@ run: {{timeout_s: 300, stuck_after_s: {stuck}}}
 """
 
 
-def run(tmp_path, name, args, victim="node-2", stuck=60, fault="kill_node"):
+def run(tmp_path, name, args, victim="node-2", stuck=60, fault="kill_node", rdzv="etcd-v3"):
     shutil.copytree(HERE / "job", tmp_path / "project")
     p = tmp_path / "s.yaml"
-    p.write_text(SCENARIO.format(name=name, args=json.dumps(args), victim=victim, stuck=stuck, fault=fault))
+    p.write_text(SCENARIO.format(name=name, args=json.dumps(args), victim=victim, stuck=stuck, fault=fault,
+                                 rdzv=rdzv))
     out = run_scenario(p, RunOptions(report_dir=tmp_path / "reports"))
     assert out.result.verdict != "error", out.result.error
     return out
@@ -75,8 +76,10 @@ def test_node_local_snapshots_on_every_node_resume_close_to_the_fault(tmp_path):
 
 
 def test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase(tmp_path):
-    # a silent node (frozen, never healed): its peers' collective waits out gloo's timeout (30 min here)
-    out = run(tmp_path, "hangs", ["--save", "per-node", "--pg-timeout", "1800"], stuck=60, fault="pause_node")
+    # a silent node (frozen, never healed) on torch's c10d: torch drops it from the rendezvous, but nothing
+    # stops the survivors' workers, whose collective waits out gloo's timeout (30 min here)
+    out = run(tmp_path, "hangs", ["--save", "per-node", "--pg-timeout", "1800"], stuck=60, fault="pause_node",
+              rdzv="c10d")
     stop = json.loads((out.run_dir / "harness.json").read_text())["stop_reason"]
     assert stop.startswith("stuck") and "training" in stop, stop
     assert out.exit_code == 1
@@ -84,6 +87,16 @@ def test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase(tmp_pat
                         "--timeout", "50"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "stuck in training" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_frozen_node_under_etcd_v3_is_found_by_the_agents_and_the_job_recovers_without_a_health_check(tmp_path):
+    """The same job and fault as above on etcd-v3: the survivors' agents find the frozen node silent on
+    its link while etcd misses its lease refresh, restart their workers, and the job goes on at 2."""
+    out = run(tmp_path, "frozen", ["--save", "per-node", "--pg-timeout", "1800"], stuck=60, fault="pause_node")
+    assert out.exit_code == 0, [(c.name, c.status, c.reason) for c in out.result.checks]
+    assert check(out, "world_size_after").status == "passed"
+    agents = "".join(p.read_text(errors="replace") for p in (out.run_dir / "logs").glob("node-*.log"))
+    assert "silent on its link and to etcd" in agents
 
 
 def test_instrumented_example_evaluates_the_tier_and_a_wrong_expectation_fails(tmp_path):

@@ -118,7 +118,7 @@ def test_cli_writes_files_and_rejects_bad_input(tmp_path):
     p = subprocess.run([sys.executable, "-m", "chaosbench.export", "k8s", str(bad)], capture_output=True, text=True,
                        timeout=60, cwd=REPO, env=env)
     assert p.returncode == 2
-    assert f"{bad}: cluster.rendezvous 'zookeeper' invalid; choose c10d, etcd-v3 or etcd" in p.stderr
+    assert f"{bad}: cluster.rendezvous 'zookeeper' invalid; choose c10d, c10d-links, etcd-v3 or etcd" in p.stderr
 
 
 def test_missing_trainer_config_names_file(tmp_path):

@@ -79,7 +79,7 @@ def test_join_leave_replace(cluster, tmp_path):
     # a new worker: a failed group counts a restart; a membership change (liveness saw b die first) does not
     assert len({e["pid"] for e in events(ev) if e["node"] == "a"}) >= 2
     if backend in LINKED:   # the survivor learned of the death from b's closed link, not a timeout
-        assert "lost its link" in a.log_path.read_text(errors="replace"), a.log_tail()
+        assert "is dead (its link closed" in a.log_path.read_text(errors="replace"), a.log_tail()
 
     joined = time.time()
     c = make_node("c")

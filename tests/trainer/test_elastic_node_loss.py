@@ -24,7 +24,10 @@ KILL_AT_STEP = 18
 
 def start_node(name: str, port: int, run_id: str, run_dir: Path, is_host: bool) -> subprocess.Popen:
     env = dict(os.environ, CHAOSBENCH_EVENTS_DIR=str(run_dir / "events"), CHAOSBENCH_NODE=name,
-               CHAOSBENCH_RUN_ID=run_id, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+               CHAOSBENCH_RUN_ID=run_id, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1",
+               # a node that misses the first round joins a second one; with the shared agent store it
+               # then waits for MASTER_ADDR forever (pytorch/pytorch#135712, chaosbench/rendezvous/handler.py)
+               TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1")
     rdzv_conf = (f"join_timeout=60,last_call_timeout=1,close_timeout=5,keep_alive_interval=1,"
                  f"keep_alive_max_attempt=3,is_host={'true' if is_host else 'false'}")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1:2", "--nproc-per-node=1",
