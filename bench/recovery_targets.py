@@ -4,7 +4,7 @@
 
 Runs, one after the other on this machine (nothing else should run meanwhile):
 
-  1. bench/recovery.py, local backend: c10d and etcd-v3, crash (SIGKILL) and silent node (SIGSTOP),
+  1. bench/recovery.py, local backend: c10d, c10d-links and etcd-v3, crash (SIGKILL) and silent node (SIGSTOP),
      stock torchrun + toy DDP script in the same run;
   2. bench/recovery.py, docker backend: etcd-v3, crash and silent node, stock baseline alongside;
   3. bench/goodput.py, docker: fault-free versus one node loss per minute for --goodput-minutes;
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     skip = set(filter(None, args.skip.split(",")))
     reps = str(args.reps)
     if "local" not in skip:
-        _run("local", [str(HERE / "recovery.py"), "--reps", reps, "--rdzv", "c10d,etcd-v3", "--faults", "kill,pause",
+        _run("local", [str(HERE / "recovery.py"), "--reps", reps, "--rdzv", "c10d,c10d-links,etcd-v3", "--faults", "kill,pause",
                        "--json", str(out / "local.json")], out)
     if "docker" not in skip:
         _run("docker", [str(HERE / "recovery.py"), "--backend", "docker", "--reps", reps, "--rdzv", "etcd-v3",
@@ -91,7 +91,9 @@ def main(argv=None) -> int:
          row(local, "stock torchrun+toy, kill", "etcd-v3")),
         ("crash, docker", "<= 1.5 s", row(docker, "tuned trainer, kill", "etcd-v3"),
          row(docker, "stock torchrun+toy, kill", "etcd-v3")),
-        ("crash, c10d rendezvous (local)", "<= 2.0 s", row(local, "tuned trainer, kill", "c10d"),
+        ("crash, c10d rendezvous + peer links (c10d-links), local", "<= 2.0 s",
+         row(local, "tuned trainer, kill", "c10d-links"), row(local, "stock torchrun+toy, kill", "c10d")),
+        ("crash, torch's c10d (tuned settings, no links), local", "-", row(local, "tuned trainer, kill", "c10d"),
          row(local, "stock torchrun+toy, kill", "c10d")),
         ("silent node (SIGSTOP), local, fault -> first step", "-", row(local, "tuned trainer, pause", "etcd-v3"), None),
         ("silent node (SIGSTOP), local, detection -> first step", "<= 2.5 s",
