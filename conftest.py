@@ -16,6 +16,9 @@ KNOWN_FLAKY = {
         "its etcd hang is timed on a 2-core machine shared by two test workers (one rerun seen, then 8/8 alone)",
     "tests/byo/test_verdicts.py::test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase":
         "three torchrun nodes must reach training within the 25-s stuck window; on a loaded machine they may not",
+    "tests/rendezvous/test_rendezvous_torchrun.py::test_join_leave_replace[etcd]":
+        "torch's legacy etcd (v2) rendezvous: failed once in a local -n 2 run beside the full rendezvous "
+        "suite (2026-11-23), passed alone; its output was not kept, cause not established",
     "tests/trainer/test_elastic_node_loss.py::test_node_loss_resumes_at_world_size_1_from_last_checkpoint":
         "under -n 2 load node-1 missed the first round and the second one hung on the shared agent store "
         "(pytorch#135712; the test now sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1); kept until CI confirms it",
