@@ -13,45 +13,29 @@ small read from the store host) instead of torch's 1 s.
 from __future__ import annotations
 
 import logging
-import threading
 
-from chaosbench.rendezvous.links import PeerLinks
+from chaosbench.rendezvous.links import Deaths, PeerLinks
 
 log = logging.getLogger(__name__)
 KEY = "chaosbench/links/"
 
 
-class LinkLiveness:
+class LinkLiveness(Deaths):
     poll_s = 0.1
 
     def __init__(self, store, node: str, host: str):
+        super().__init__()
         self._store = store
         self.node = node
         self._links = PeerLinks(host, self._on_lost)
-        self._cond = threading.Condition()
         self._seen: set[str] = set()      # nodes in the last rendezvous state read, ours included
         self._asked: set[str] = set()     # nodes whose link address we have read (or gave up on)
-        self._dead: set[str] = set()
-        self._version = 0
-        self._stopped = False
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def dead(self) -> frozenset[str]:
-        with self._cond:
-            return frozenset(self._dead)
 
     def alive(self) -> frozenset[str]:
         """Every node seen in the state and not lost: one whose link is not up yet counts as alive,
         so an early completion never leaves out a node that is still connecting."""
         with self._cond:
             return frozenset(self._seen - self._dead)
-
-    def wait_for_change(self, since: int, timeout: float) -> bool:
-        with self._cond:
-            return self._cond.wait_for(lambda: self._version != since or self._stopped, min(timeout, self.poll_s))
 
     def start(self) -> "LinkLiveness":
         self._links.start()
@@ -61,8 +45,8 @@ class LinkLiveness:
         return self
 
     def stop(self) -> None:
+        self._stop.set()
         with self._cond:
-            self._stopped = True
             self._cond.notify_all()
         self._links.stop()
 
@@ -87,5 +71,4 @@ class LinkLiveness:
         log.info("liveness: %s is dead (its link closed: its agent is gone)", node)
         with self._cond:
             self._dead.add(node)
-            self._version += 1
-            self._cond.notify_all()
+            self._changed()

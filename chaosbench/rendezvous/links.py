@@ -37,6 +37,37 @@ def advertised_host(etcd_host: str, etcd_port: int) -> str:
         return socket.gethostbyname(socket.gethostname())
 
 
+class Deaths:
+    """What a liveness answers the rendezvous (watched.py), whichever way it learns: who is dead, and
+    a version bumped on every change a waiting rendezvous should wake for. Subclasses change the
+    state under ``_cond`` and call ``_changed()``."""
+    poll_s = 1.0     # the longest a waiting rendezvous goes without re-reading the state
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._dead: set[str] = set()
+        self._version = 0
+        self._stop = threading.Event()
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def dead(self) -> frozenset[str]:
+        with self._cond:
+            return frozenset(self._dead)
+
+    def wait_for_change(self, since: int, timeout: float) -> bool:
+        """Block until something changed after `since` (a `version`), at most `timeout` (and poll_s) seconds."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._version != since or self._stop.is_set(),
+                                       min(timeout, self.poll_s))
+
+    def _changed(self) -> None:
+        self._version += 1
+        self._cond.notify_all()
+
+
 class PeerLinks:
     """``PeerLinks(host, on_lost, on_silent).start()``; ``link(node, "ip:port", token)`` for each peer
     seen; ``on_lost(node, token)`` runs (on the links thread) when an established link to it breaks,

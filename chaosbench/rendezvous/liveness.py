@@ -23,18 +23,19 @@ import threading
 import time
 
 from chaosbench.rendezvous.connection import EtcdV3Connection
-from chaosbench.rendezvous.links import PeerLinks
+from chaosbench.rendezvous.links import Deaths, PeerLinks
 
 log = logging.getLogger(__name__)
 
 
-class Liveness:
-    poll_s = 1.0     # the longest a waiting rendezvous goes without re-reading: the watch wakes it sooner
+class Liveness(Deaths):
+    """poll_s stays 1 s: the watch wakes a waiting rendezvous sooner."""
 
     def __init__(self, conn: EtcdV3Connection, run_prefix: str, state_key: str, node: str, ttl: int,
                  links_host: str | None = None):
         if ttl < 1:
             raise ValueError(f"--rdzv-conf liveness_ttl={ttl}: give whole seconds >= 1 (or 0 to turn it off)")
+        super().__init__()   # the version moves on every change of the state key or of who is alive
         self._conn = conn
         self._client = conn.client
         self._run_prefix = run_prefix
@@ -44,34 +45,17 @@ class Liveness:
         self.ttl = ttl
         self._lease_id: int | None = None
         self._refreshed_at = 0.0     # monotonic time of our last refresh that etcd answered
-        self._cond = threading.Condition()
         self._alive: set[str] = set()
-        self._dead: set[str] = set()
-        self._version = 0            # bumped on every change of the state key or of who is alive
         self._watch_id = None
         self._watch_ok = False
-        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._keep, name=f"rdzv-liveness-{node}", daemon=True)
         self._links = PeerLinks(links_host, self._on_link_lost, self._on_link_silent) if links_host else None
 
-    # -- what the rendezvous asks ------------------------------------------------------------
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def dead(self) -> frozenset[str]:
-        with self._cond:
-            return frozenset(self._dead)
-
+    # -- what the rendezvous asks (besides Deaths') --------------------------------------------
     def alive(self) -> frozenset[str] | None:
         """The nodes with a live key, or None while the watch is broken (then we know nothing)."""
         with self._cond:
             return frozenset(self._alive) if self._watch_ok else None
-
-    def wait_for_change(self, since: int, timeout: float) -> bool:
-        """Block until something changed after `since` (a `version`), at most `timeout` seconds."""
-        with self._cond:
-            return self._cond.wait_for(lambda: self._version != since or self._stop.is_set(), timeout)
 
     def observe(self, state) -> None:
         """Links come from the liveness keys here, not from the rendezvous state."""
@@ -157,8 +141,7 @@ class Liveness:
             self._alive = alive
             self._dead -= alive
             self._watch_ok = True
-            self._version += 1
-            self._cond.notify_all()
+            self._changed()
         self._watch_id = self._client.add_watch_prefix_callback(
             self._run_prefix, self._on_watch, start_revision=response.header.revision + 1)
 
@@ -168,8 +151,7 @@ class Liveness:
             if events is None:           # an error: the watch is gone; _keep re-reads and re-watches
                 log.warning("liveness watch of %s broke (%s); re-reading", self.node, response)
                 self._watch_ok = False
-                self._version += 1
-                self._cond.notify_all()
+                self._changed()
                 return
             keys = [(e.key.decode(), isinstance(e, self._conn.etcd3.events.DeleteEvent), e) for e in events]
             nodes = [(k[len(self._alive_prefix):], gone, e) for k, gone, e in keys if k.startswith(self._alive_prefix)]
@@ -187,8 +169,7 @@ class Liveness:
                     self._dead.discard(node)
                     self._link(node, event.value, event.lease)
             if nodes or any(k == self._state_key for k, _, _ in keys):
-                self._version += 1
-                self._cond.notify_all()
+                self._changed()
 
     # -- peer links: a crash known from its closed connection -------------------------------------
     def _link(self, node: str, value: bytes, lease: int) -> None:
@@ -207,8 +188,7 @@ class Liveness:
                 return            # our own standing is in doubt, or the node already left
             self._alive.discard(node)
             self._dead.add(node)
-            self._version += 1
-            self._cond.notify_all()
+            self._changed()
         log.info("liveness: %s is dead (%s); revoking its lease so every agent knows now", node, why)
         try:
             self._client.revoke_lease(lease)
