@@ -90,6 +90,7 @@ class PeerLinks:
         self._lock = threading.Lock()
         self._out: dict[str, tuple[socket.socket, str, object]] = {}   # node -> (sock, address, token)
         self._todo: list[tuple[str, socket.socket, str | None]] = []    # (op, sock, node) for the loop
+        self._pending: set[tuple[str, str, object]] = set()              # connects under way
         self._wake_r, self._wake_w = socket.socketpair()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rdzv-links", daemon=True)
@@ -104,8 +105,9 @@ class PeerLinks:
         """Hold a connection to `node` at `address`; a new address or token replaces the old link."""
         with self._lock:
             held = self._out.get(node)
-            if held is not None and held[1:] == (address, token):
-                return
+            if (held is not None and held[1:] == (address, token)) or (node, address, token) in self._pending:
+                return                         # held, or being connected: one connect per address
+            self._pending.add((node, address, token))
         threading.Thread(target=self._connect, args=(node, address, token), daemon=True,
                          name=f"rdzv-link-{node}").start()
 
@@ -135,9 +137,12 @@ class PeerLinks:
             sock = socket.create_connection((host, int(port)), timeout=self._connect_timeout)
         except OSError as exc:   # unreachable now: the lease decides about this node
             log.info("no link to %s at %s (%s); its lease alone tells of its death", node, address, exc)
+            with self._lock:
+                self._pending.discard((node, address, token))
             return
         sock.setblocking(False)
         with self._lock:
+            self._pending.discard((node, address, token))
             old = self._out.get(node)
             self._out[node] = (sock, address, token)
             if old is not None:
