@@ -74,6 +74,8 @@ def test_library_scenario_passes_on_slurm(slurm_env, tmp_path, name, tier):
     slurm = json.loads((run_dir / "harness.json").read_text())["slurm"]
     assert slurm["job_id"].isdigit() and len(slurm["hosts"]) >= 3
     assert all(step.startswith(slurm["job_id"] + ".") for steps in slurm["steps"].values() for step in steps)
+    report = (run_dir / "report.html").read_text()
+    assert f"job {slurm['job_id']}; steps node-0 on " in report, "the report names the Slurm job and its steps"
     assert _squeue(tc) == "", "the allocation is released after the run"
     assert _iptables_left(tc) == {}, "partition rules are removed before the allocation is released"
 
