@@ -1,6 +1,8 @@
 """pytest plugin: scenario files as `chaos` test items, and a fixture to run scenarios from Python.
 
-`pytest scenarios/ -m chaos` collects each scenario YAML as one item (id = scenario name), runs it
+`pytest scenarios/ -m chaos` collects each scenario YAML as one item (id = scenario name): a YAML
+file in a folder named `scenarios`, one named on the command line (`pytest -m chaos my/s.yaml`), or
+one matching a `chaos_scenarios` glob of the ini file (relative to the rootdir). It runs it
 on $CHAOSBENCH_BACKEND (else docker when usable, else local), fails with the failing checks and
 the report path, and skips with the reason when no backend is usable -- except under CI (CI=true), where
 an unusable backend fails every item: a broken docker must turn CI red, not green. Reports go to
@@ -8,6 +10,7 @@ an unusable backend fails every item: a broken docker must turn CI red, not gree
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 from pathlib import Path
 
@@ -18,16 +21,49 @@ def pytest_addoption(parser):
     group = parser.getgroup("chaosbench")
     group.addoption("--chaos-report-dir", default="reports", help="where chaos scenario runs write reports")
     group.addoption("--chaos-backend", default=None, help="cluster backend for chaos scenarios (docker|local)")
+    parser.addini("chaos_scenarios", type="args", default=[],
+                  help="globs (relative to the rootdir) of scenario files to collect besides scenarios/*.yaml")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "chaos: end-to-end chaos scenarios on a real cluster")
 
 
+_PASSED_OVER = pytest.StashKey[list]()
+
+
 def pytest_collect_file(parent, file_path: Path):
-    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name == "scenarios":
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    if is_scenario_path(parent.session, file_path):
         return ScenarioFile.from_parent(parent, path=file_path)
+    if any(parent.session.isinitpath(d) for d in file_path.parents):   # under a folder the user named
+        parent.config.stash.setdefault(_PASSED_OVER, []).append(file_path)
     return None
+
+
+def pytest_report_collectionfinish(config, items):
+    """Nothing collected but YAML passed over: say how to make a scenario folder count (not a silent 0)."""
+    passed_over = config.stash.get(_PASSED_OVER, [])
+    if items or not passed_over:
+        return None
+    names = ", ".join(str(p) for p in passed_over[:3]) + (" ..." if len(passed_over) > 3 else "")
+    return (f"chaosbench: {len(passed_over)} YAML file(s) not taken for scenarios ({names}): scenario files "
+            "are collected from a folder named 'scenarios', when named on the command line, or by a "
+            "'chaos_scenarios = <glob>' line in the pytest ini file")
+
+
+def is_scenario_path(session, file_path: Path) -> bool:
+    """Which YAML files are scenarios: by folder, by being named on the command line, or by the ini's globs
+    (other YAML, a compose file or a trainer config, is never taken for one)."""
+    if file_path.parent.name == "scenarios" or session.isinitpath(file_path):
+        return True
+    try:
+        rel = file_path.relative_to(session.config.rootpath)
+    except ValueError:
+        return False
+    return any(rel.match(glob) or fnmatch.fnmatch(str(rel), glob)
+               for glob in session.config.getini("chaos_scenarios"))
 
 
 def pick_backend(config) -> str:

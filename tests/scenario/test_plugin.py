@@ -74,3 +74,21 @@ def test_known_issue_is_xfail_only_when_checks_fail(pytester, monkeypatch, exit_
     res.assert_outcomes(**outcome)
     if exit_code == 1:
         res.stdout.fnmatch_lines(["*known issue: upstream hangs on rejoin*"])
+
+
+def test_a_scenario_outside_a_scenarios_folder_is_collected_when_named_or_globbed(pytester):
+    d = pytester.mkdir("chaos")
+    (d / "mine.yaml").write_text(SCENARIO.format(name="my_story"))
+    (d / "compose.yml").write_text("services: {}\n")        # other YAML is never taken for a scenario
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-m", "chaos", str(d / "mine.yaml"))
+    res.stdout.fnmatch_lines(["*chaos/mine.yaml::my_story", "1 test collected*"])
+    pytester.makeini("[pytest]\nchaos_scenarios = chaos/m*.yaml\n")
+    res = pytester.runpytest_inprocess("--collect-only", "-q", "-m", "chaos", str(d))
+    res.stdout.fnmatch_lines(["*chaos/mine.yaml::my_story", "1 test collected*"])
+
+
+def test_a_folder_of_uncollected_yaml_says_how_to_collect_it_instead_of_a_silent_zero(pytester):
+    d = pytester.mkdir("chaos")
+    (d / "mine.yaml").write_text(SCENARIO.format(name="my_story"))
+    res = pytester.runpytest_inprocess("-q", "-m", "chaos", str(d))
+    res.stdout.fnmatch_lines(["*1 YAML file(s) not taken for scenarios*folder named 'scenarios'*chaos_scenarios*"])
