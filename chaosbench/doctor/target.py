@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+from chaosbench.scenario.loader import resolve_trainer_config
+
 ETCD_BACKENDS = ("etcd", "etcd-v2", "etcd-v3")
 
 
@@ -127,9 +129,9 @@ def from_scenario(path: str, env: dict[str, str] | None = None, config_file: str
     trainer = data.get("trainer") or {}
     config_file = config_file or trainer.get("config")
     if config_file:
-        resolved = config_file
-        if not Path(config_file).is_file() and (Path(path).parent / config_file).is_file():
-            resolved = str(Path(path).parent / config_file)
+        # as the runner finds it: the working directory, the scenario's folder, then chaosbench's own
+        found = resolve_trainer_config(config_file, Path(path))
+        resolved = str(found) if found is not None else config_file
         t.trainer_config_file = resolved
         t.trainer_config = _load_yaml(resolved, f"trainer config (from {path}: trainer.config)")
         apply_overrides(t.trainer_config, trainer.get("overrides") or {}, f"{path}: trainer.overrides")

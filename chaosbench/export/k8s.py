@@ -1,9 +1,12 @@
 """Render a scenario's cluster as Kubernetes manifests: the same trainer, on a real cluster.
 
 Objects (plain dicts in the Kubernetes API's JSON shape):
-- ConfigMap  <name>-config     the trainer config (scenario overrides applied, NVMe dir on the pod's volume)
+- ConfigMap  <name>-config     the trainer config (scenario overrides applied, NVMe dir on the pod's volume);
+                               for the user's own job (trainer.script / module / command) only the proxy routes
 - Service    <name>-nodes      headless; gives pod <name>-nodes-0 the stable name the c10d rendezvous uses
-- Job        <name>-nodes      Indexed; NODE_RANK = completion index; torchrun + trainer per pod
+- Job        <name>-nodes      Indexed; NODE_RANK = completion index; torchrun + trainer (or the user's script,
+                               run in --workdir of the user's image) per pod, with the CHAOSBENCH_* env of
+                               docs/byo-trainer.md so a script's checkpoint dir and rendezvous resolve alike
 - etcd Deployment + Service    when the rendezvous backend is etcd / etcd-v3
 - proxy Deployment + Service   Toxiproxy-compatible; trainers reach etcd and S3 through it, so those
                                links can be degraded exactly as in the local/docker clusters
@@ -18,6 +21,7 @@ import yaml
 
 from chaosbench.cluster.launch import hosts_store, warm_start_argv
 from chaosbench.doctor.target import DoctorInputError, apply_overrides
+from chaosbench.scenario.loader import resolve_trainer_config
 
 C10D_PORT = 29400
 MASTER_PORT = 29500
@@ -28,6 +32,9 @@ PROXY_S3_PORT = 29000
 NVME_MOUNT = "/var/lib/chaosbench/nvme"
 EVENTS_MOUNT = "/var/lib/chaosbench/events"
 CONFIG_MOUNT = "/etc/chaosbench"
+SHM_MOUNT = "/dev/shm"
+DEFAULT_IMAGE = "chaosbench/trainer:latest"
+WORKDIR = "/workspace"   # where the user's image holds their project (as the docker backend mounts it)
 
 
 class ExportError(DoctorInputError):
@@ -83,15 +90,17 @@ def load_scenario(path: str) -> dict:
     return data
 
 
+def _user_job(trainer: dict) -> bool:
+    return any(trainer.get(k) for k in ("command", "script", "module"))
+
+
 def _trainer_config(sc: dict) -> dict:
     trainer = sc.get("trainer") or {}
-    if trainer.get("command"):
+    if _user_job(trainer):
         return {}
     cfg_path = trainer.get("config") or "trainer/configs/tiny.yaml"
-    p = Path(cfg_path)
-    if not p.is_file() and (Path(sc["_file"]).parent / cfg_path).is_file():
-        p = Path(sc["_file"]).parent / cfg_path
-    if not p.is_file():
+    p = resolve_trainer_config(cfg_path, Path(sc["_file"]))   # cwd, the scenario's folder, chaosbench's own
+    if p is None:
         raise ExportError(f"{sc['_file']}: trainer.config {cfg_path!r} not found; give a path that exists")
     cfg = yaml.safe_load(p.read_text()) or {}
     apply_overrides(cfg, trainer.get("overrides") or {}, f"{sc['_file']}: trainer.overrides")
@@ -99,9 +108,12 @@ def _trainer_config(sc: dict) -> dict:
     return cfg
 
 
-def render(sc: dict, image: str = "chaosbench/trainer:latest", etcd_image: str = "quay.io/coreos/etcd:v3.5.17",
-           proxy_image: str | None = None, namespace: str | None = None) -> list[dict]:
-    """The manifests for scenario dict `sc` (as loaded by `load_scenario`)."""
+def render(sc: dict, image: str | None = None, etcd_image: str = "quay.io/coreos/etcd:v3.5.17",
+           proxy_image: str | None = None, namespace: str | None = None, workdir: str = WORKDIR) -> list[dict]:
+    """The manifests for scenario dict `sc` (as loaded by `load_scenario`). `image`: the trainer image
+    (default: the scenario's trainer.image, else chaosbench/trainer:latest); `workdir`: where that image
+    holds the user's project, for trainer.script / module."""
+    image = image or (sc.get("trainer") or {}).get("image") or DEFAULT_IMAGE
     name = dns_name(str(sc.get("name") or Path(sc["_file"]).stem))
     cl = sc.get("cluster") or {}
     elastic = cl.get("elastic") or {}
@@ -163,13 +175,18 @@ def render(sc: dict, image: str = "chaosbench/trainer:latest", etcd_image: str =
                      "--config", f"{CONFIG_MOUNT}/proxies.json"]
     objs.append(_service(name, "proxy", proxy_ports))
     objs.append(_deployment(name, "proxy", {
-        "name": "proxy", "image": proxy_image or image, "command": proxy_cmd,
+        # the user's own image need not hold chaosbench: its proxy then runs from chaosbench's image
+        "name": "proxy", "image": proxy_image or (DEFAULT_IMAGE if _user_job(sc.get("trainer") or {}) else image),
+        "command": proxy_cmd,
         "ports": [{"containerPort": p, "name": n} for n, p in proxy_ports.items()],
         "readinessProbe": {"httpGet": {"path": "/version", "port": PROXY_API_PORT}, "periodSeconds": 2},
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]},
         [{"name": "config", "configMap": {"name": f"{name}-config"}}]))
 
-    objs.append(_job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, image))
+    job = _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, image)
+    if _user_job(sc.get("trainer") or {}):
+        job["spec"]["template"]["spec"]["containers"][0]["workingDir"] = workdir
+    objs.append(job)
     if namespace:
         for o in objs:
             o["metadata"]["namespace"] = namespace
@@ -187,7 +204,10 @@ def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, i
                 f"--max-restarts={int(elastic.get('max_restarts', 10))}"]
     worker = ["-m", "trainer.train", "--config", f"{CONFIG_MOUNT}/trainer.yaml"]
     if trainer.get("command"):
-        command = list(trainer["command"])
+        command = [_k8s_refs(a) for a in trainer["command"]]
+    elif trainer.get("script") or trainer.get("module"):   # the user's job, under torchrun as the backends run it
+        job = [trainer["script"]] if trainer.get("script") else ["-m", trainer["module"]]
+        command = torchrun + [*job, *(_k8s_refs(str(a)) for a in trainer.get("args") or [])]
     elif cl.get("warm_start", True):   # as the cluster backends run it
         command = warm_start_argv("python", torchrun, worker)
     else:
@@ -200,6 +220,11 @@ def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, i
         "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0",
         "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
         **({"PET_RDZV_CONF": rdzv_conf} if rdzv_conf else {}),   # torchrun reads --rdzv-conf from here
+        # what every launched command gets (docs/byo-trainer.md), with the pod's volumes as NVMe and memory
+        "CHAOSBENCH_NVME_DIR": NVME_MOUNT, "CHAOSBENCH_MEMORY_DIR": SHM_MOUNT,
+        "CHAOSBENCH_CHECKPOINT_DIR": f"{SHM_MOUNT if trainer.get('checkpoint_dir') == 'memory' else NVME_MOUNT}/checkpoints",
+        "CHAOSBENCH_RDZV_BACKEND": backend, "CHAOSBENCH_RDZV_ENDPOINT": endpoint, "CHAOSBENCH_RDZV_CONF": rdzv_conf,
+        "CHAOSBENCH_NNODES": f"{lo}:{hi}", "CHAOSBENCH_NPROC_PER_NODE": procs,
         **(cl.get("env") or {}),
     })
     env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": f"{name}-s3", "key": k, "optional": True}}}
@@ -232,6 +257,11 @@ def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, i
                     {"name": "events", "emptyDir": {}},
                     {"name": "config", "configMap": {"name": f"{name}-config"}},
                 ]}}}}
+
+
+def _k8s_refs(arg: str) -> str:
+    """$CHAOSBENCH_X / ${CHAOSBENCH_X} as the kubelet expands variables in a command: $(CHAOSBENCH_X)."""
+    return re.sub(r"\$(?:\{(CHAOSBENCH_\w+)\}|(CHAOSBENCH_\w+))", lambda m: f"$({m.group(1) or m.group(2)})", arg)
 
 
 class _Dumper(yaml.SafeDumper):

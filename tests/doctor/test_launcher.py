@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,3 +85,12 @@ def test_invalid_scenario_reported_by_the_engine_validator(tmp_path):
     good = run_doctor("--scenario", "scenarios/node_loss.yaml", "--json", "--no-versions")
     assert good.returncode == 0, good.stdout
     assert {c["name"]: c for c in json.loads(good.stdout)["checks"]}["scenario file"]["status"] == "PASS"
+
+
+def test_a_library_scenario_reads_its_trainer_config_from_any_working_directory(tmp_path, monkeypatch):
+    from chaosbench.doctor import from_scenario
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.chdir(tmp_path)           # a user outside the checkout: trainer/configs/... is chaosbench's own
+    t = from_scenario(str(repo / "scenarios/checkpoint_corruption.yaml"))
+    assert Path(t.trainer_config_file) == repo / "trainer/configs/tiny.yaml"
+    assert t.trainer_config["checkpoint"]

@@ -138,3 +138,32 @@ def test_validator_catches_unknown_fields_and_missing_required(tmp_path):
     del job["spec"]["template"]["spec"]["containers"][0]["name"]
     with pytest.raises(ValueError, match="name"):
         to_model(job)
+
+
+def test_users_own_script_runs_under_torchrun_in_their_image_with_the_chaosbench_env(tmp_path):
+    byo = REPO / "examples/byo_ddp/scenarios/node_loss_instrumented.yaml"
+    sc = yaml.safe_load(byo.read_text())
+    sc["trainer"]["args"] = ["--ckpt-dir", "$CHAOSBENCH_CHECKPOINT_DIR", "--tag", "${CHAOSBENCH_NODE}-x", "$HOME"]
+    sc["trainer"]["image"] = "me/train:1"
+    p = tmp_path / "byo.yaml"
+    p.write_text(yaml.safe_dump(sc))
+    m = by_kind(render(load_scenario(str(p))))
+    name = "byo-node-loss-instrumented"
+    c = m[("Job", f"{name}-nodes")].spec.template.spec.containers[0]
+    assert c.image == "me/train:1" and c.working_dir == "/workspace"
+    assert c.command[0] == "torchrun" and "--rdzv-backend=etcd-v3" in c.command
+    # the kubelet expands $(VAR) in a command; other $ words are left as written
+    assert c.command[c.command.index("train_instrumented.py"):] == \
+        ["train_instrumented.py", "--ckpt-dir", "$(CHAOSBENCH_CHECKPOINT_DIR)", "--tag", "$(CHAOSBENCH_NODE)-x", "$HOME"]
+    env = env_of(c)
+    assert env["CHAOSBENCH_CHECKPOINT_DIR"].value == "/var/lib/chaosbench/nvme/checkpoints"
+    assert env["CHAOSBENCH_RDZV_ENDPOINT"].value == f"{name}-proxy:22379" and env["CHAOSBENCH_NNODES"].value == "2:3"
+    assert "trainer.yaml" not in m[("ConfigMap", f"{name}-config")].data   # no reference trainer config
+    # the user's image need not hold chaosbench: the proxy runs from chaosbench's image
+    assert m[("Deployment", f"{name}-proxy")].spec.template.spec.containers[0].image == "chaosbench/trainer:latest"
+
+
+def test_a_library_scenario_exports_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)             # a user outside the checkout: trainer/configs/... is chaosbench's own
+    objs = render(load_scenario(str(REPO / "scenarios/checkpoint_corruption.yaml")))
+    assert any(o["kind"] == "Job" for o in objs)
