@@ -170,3 +170,11 @@ def test_probe_refuses_network_faults_the_nodes_do_not_permit(monkeypatch, tmp_p
     assert len(refused) == 2 and all("NET_ADMIN" in r and "Permission denied" in r for r in refused)
     (cmd,) = c.slurm.calls
     assert cmd[:3] == ("srun", "--jobid=7", "--overlap") and "iptables" in cmd
+
+
+def test_testcluster_down_wants_one_name_or_all(capsys):
+    from chaosbench.cluster.slurm.testcluster import main
+    for argv in (["down"], ["down", "cbslurm1", "--all"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2 and "give one NAME (see `ls`) or --all" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """A real Slurm cluster in docker containers, to test the backend against (no fake sbatch):
 
     python -m chaosbench.cluster.slurm.testcluster up [--computes 3]   # prints the env to export
-    python -m chaosbench.cluster.slurm.testcluster down NAME
+    python -m chaosbench.cluster.slurm.testcluster ls                  # the test clusters up now
+    python -m chaosbench.cluster.slurm.testcluster down NAME | --all
 
 One image (compose/slurm/Dockerfile: the node image + Debian's slurmctld/slurmd/munge 22.05) for a
 controller (slurmctld, our "login node": Slurm commands run there through `docker exec`) and N compute
@@ -117,7 +118,16 @@ class TestCluster:
         ids = docker("ps", "-aq", "--filter", f"label={LABEL}={self.name}", check=False).split()
         if ids:
             docker("rm", "-f", *ids, check=False, timeout=120)
+        nets = docker("network", "ls", "-q", "--filter", f"label={LABEL}={self.name}", check=False).split()
+        if nets:   # compose removes it, unless its file went first
+            docker("network", "rm", *nets, check=False, timeout=60)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def running() -> list[str]:
+    """Names of the test clusters that have containers (every `up` starts a new one)."""
+    out = docker("ps", "-a", "--filter", f"label={LABEL}", "--format", f'{{{{.Label "{LABEL}"}}}}', check=False)
+    return sorted(set(out.split()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,9 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     u = sub.add_parser("up", help="build the image, start the cluster, print the env for --backend slurm")
     u.add_argument("--computes", type=int, default=3)
     sub.add_parser("build", help="build (or reuse) the test cluster's image and print its tag")
-    d = sub.add_parser("down", help="remove a test cluster")
-    d.add_argument("name")
+    sub.add_parser("ls", help="list the test clusters that are up")
+    d = sub.add_parser("down", help="remove a test cluster (its containers, network and directories)")
+    d.add_argument("name", nargs="?")
+    d.add_argument("--all", action="store_true", help="remove every test cluster")
     args = ap.parse_args(argv)
+    if args.cmd == "down" and bool(args.name) == args.all:
+        ap.error("down: give one NAME (see `ls`) or --all")
     if args.cmd == "build":
         print(build_image())
     elif args.cmd == "up":
@@ -140,8 +154,16 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("\n".join(f"export {k}='{v}'" for k, v in tc.env().items()))
         print(f"# remove with: python -m chaosbench.cluster.slurm.testcluster down {tc.name}")
+        others = [n for n in running() if n != tc.name]
+        if others:
+            print(f"# also up (each `up` starts a new cluster): {' '.join(others)}")
+    elif args.cmd == "ls":
+        for name in running():
+            print(name)
     else:
-        TestCluster(name=args.name).down()
+        for name in running() if args.all else [args.name]:
+            TestCluster(name=name).down()
+            print(f"removed {name}")
     return 0
 
 
