@@ -188,3 +188,21 @@ def test_sigint_mid_run_releases_the_allocation(slurm_env, tmp_path):
     assert _squeue(tc) == "" and _squeue(tc, steps=True) == "", f"left in squeue:\n{_squeue(tc, True)}\n{out[-2000:]}"
     ps = subprocess.run(["pgrep", "-f", f"{tmp_path}"], capture_output=True, text=True).stdout.split()
     assert not ps, "no harness-started process (etcd, S3, proxy, srun client) is left"
+
+
+def test_the_users_own_job_on_a_shared_filesystem_recovers_on_slurm(slurm_env, tmp_path):
+    import shutil
+
+    import yaml
+    env, tc = slurm_env
+    project = Path(env["CHAOSBENCH_SLURM_SHARED"]) / f"byo-{tmp_path.name}"   # where every node sees it
+    shutil.copytree(ROOT / "examples" / "byo_ddp", project)
+    sc = yaml.safe_load((project / "scenarios" / "node_loss_instrumented.yaml").read_text())
+    sc["trainer"]["workdir"] = str(project)
+    path = tmp_path / "byo_slurm.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    proc, run_dir, result = _run(path, tmp_path / "reports", env)
+    assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert {c["name"]: c["status"] for c in result["checks"]}["recovered_from"] == "passed"
+    assert result["recoveries"][0]["tier"] == "nvme" and result["recoveries"][0]["world_size_after"] == 2
+    assert _squeue(tc) == ""
