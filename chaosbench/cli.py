@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -139,6 +140,16 @@ def _summary(outcomes) -> None:
         out.print(line, highlight=False, soft_wrap=True)
 
 
+def _unwritable(directory: Path) -> str | None:
+    """Why reports cannot go in `directory` (created if missing), found before any cluster starts."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 @app.command()
 def run(paths: List[str] = typer.Argument(..., help="scenario files or directories"),
         backend: Optional[str] = typer.Option(None, "--backend", help="docker | local | slurm (default: the scenario's, "
@@ -173,6 +184,9 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
     bad = [o for o in sbatch_option if not o.startswith("-")]
     if bad:
         problems.append(f"--sbatch-option: {bad[0]!r} is not an option; give it as sbatch takes it, e.g. --qos=debug")
+    problem = None if problems else _unwritable(report_dir)   # created only for a run that starts
+    if problem:
+        problems.append(f"--report-dir: cannot write reports in '{report_dir}' ({problem}); choose a writable directory")
     if problems:
         for p in problems:
             console.print(f"[red]error[/red] {escape(p)}", highlight=False, soft_wrap=True)

@@ -60,3 +60,13 @@ def test_summary_prints_log_text_literally(capsys):
     _summary([RunOutcome("s", Path("/nonexistent"), r, 1)])
     text = capsys.readouterr().out
     assert text.count("[/__w/pytorch/gloo/pair.cc:152] [bold]timed out") == 2 and "log_regex:[x] FAILED" in text
+
+
+def test_an_unwritable_report_dir_is_bad_input_before_anything_starts(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    a_file = tmp_path / "afile"
+    a_file.write_text("")
+    for where in (a_file, a_file / "sub"):
+        res = runner.invoke(app, ["run", "scenarios/node_loss.yaml", "--report-dir", str(where), "--quiet"])
+        assert res.exit_code == 2, res.output
+        assert f"--report-dir: cannot write reports in '{where}'" in res.output and "choose a writable" in res.output
