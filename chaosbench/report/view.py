@@ -7,6 +7,7 @@ from the right tier, how long did it take, what did it cost.
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,36 @@ def _slurm_ids(run_dir: Path) -> str | None:
     return f"job {ids.get('job_id')}" + (f"; steps {nodes}" if nodes else "")
 
 
+def _natural(path: str) -> list:
+    """snapshot-10.pt after snapshot-9.pt."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", path)]
+
+
+def held_files(run_dir: Path, t0: float | None) -> list[dict[str, Any]]:
+    """What each node held on disk, seen by the harness itself: at each fault (inventories/<fault>.json)
+    and after the run (checkpoints.json). A job without events shows its checkpoints here."""
+    sources = sorted((Path(run_dir) / "inventories").glob("*.json")) + [Path(run_dir) / "checkpoints.json"]
+    out = []
+    for path in sources:
+        try:
+            inv = json.loads(path.read_text(encoding="utf-8"))
+            files = [f for f in inv.get("files") or [] if isinstance(f, dict)]
+        except (OSError, ValueError, AttributeError):
+            continue          # absent or unreadable: the run's other evidence still stands
+        when = f"at {inv.get('fault_id')}" if inv.get("fault_id") else "after the run"
+        if _num(inv.get("taken_at")) and _num(t0):
+            when += f" (t+{inv['taken_at'] - t0:.1f} s)"
+        nodes: dict[str, list[dict]] = {}
+        for f in files:
+            nodes.setdefault(str(f.get("node")), []).append(f)
+        rows = [{"node": n, "files": len(fs), "bytes": sum(f.get("bytes") or 0 for f in fs),
+                 "partial": sum(1 for f in fs if f.get("partial")),
+                 "newest": max((str(f.get("path")) for f in fs), key=_natural)}
+                for n, fs in sorted(nodes.items())]
+        out.append({"when": when, "rows": rows, "unseen": [u for u in inv.get("unseen") or [] if isinstance(u, dict)]})
+    return out
+
+
 def build_context(run: RunDir) -> dict[str, Any]:
     r = with_defaults(run.result)
     faults_recovered = not r["faults"] and bool(run.faults_log)
@@ -198,6 +229,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "checks": checks,
         "counts": check_counts(checks),
         "tiers": tier_rows(r.get("checkpoints") or {}),
+        "held": held_files(run.path, chart.t0),
         "goodput": r.get("goodput") or {},
         "chart": chart,
         "faults_from_log": faults_recovered,

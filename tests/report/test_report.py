@@ -276,3 +276,18 @@ def test_log_colour_codes_are_stripped_and_torn_utf8_tolerated(passing_run):
     (passing_run / "logs" / "node-0.log").write_bytes(b"\x1b[1;31mERROR\x1b[0m gloo timeout \xe2\x82\n")
     page = _page(passing_run)
     assert "ERROR gloo timeout \ufffd" in page.log_lines
+
+
+def test_checkpoint_files_each_node_held_at_the_fault_and_after_the_run(passing_run):
+    f = lambda node, path, partial=False: {"node": node, "tier": "nvme", "path": path, "bytes": 1000,
+                                           "partial": partial}
+    (passing_run / "inventories").mkdir(exist_ok=True)
+    (passing_run / "inventories" / "f1.json").write_text(json.dumps({
+        "fault_id": "f1", "taken_at": 1.0,
+        "files": [f("node-0/nvme", "ck/snapshot-9.pt"), f("node-0/nvme", "ck/snapshot-10.pt", True)],
+        "unseen": [{"node": "node-2", "tier": "memory", "reason": "node-2 is not running"}]}))
+    (passing_run / "checkpoints.json").write_text("{torn")          # unreadable: left out, no traceback
+    text = _page(passing_run).all_text()
+    assert "Checkpoint files held per node" in text
+    assert "at f1" in text and "ck/snapshot-10.pt" in text          # newest by number, not by string
+    assert "node-2/memory not seen node-2 is not running" in " ".join(text.split())
