@@ -16,7 +16,7 @@ KNOWN_FLAKY = {
         "its etcd hang is timed on a 2-core machine shared by two test workers (one rerun seen, then 8/8 alone)",
     "tests/byo/test_verdicts.py::test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase":
         "three torchrun nodes must reach training before the 60-s stuck window ends and the verdict is timed "
-        "against it; on a loaded 2-core machine they may not (passed without a rerun in the last two CI runs)",
+        "against it; on a loaded 2-core machine they may not (no rerun needed in the fresh-clone run of 2026-11-23)",
     "tests/rendezvous/test_rendezvous_torchrun.py::test_join_leave_replace[etcd]":
         "torch's legacy etcd (v2) rendezvous: failed once in a local -n 2 run beside the full rendezvous "
         "suite (2026-11-23), passed alone; its output was not kept, cause not established",
