@@ -13,6 +13,12 @@ from chaosbench.cluster.base import ClusterSpec
 
 S3_BUCKET = "chaosbench"
 RDZV_BACKENDS = ("c10d", "c10d-links", "etcd-v3", "etcd", "etcd-v2")
+# what every launched command gets (docs/byo-trainer.md); `$NAME` references in a job's argv are filled in
+NODE_ENV_NAMES = ("CHAOSBENCH_EVENTS_DIR", "CHAOSBENCH_NODE", "CHAOSBENCH_RUN_ID", "CHAOSBENCH_S3_ENDPOINT",
+                  "CHAOSBENCH_S3_BUCKET", "CHAOSBENCH_NVME_DIR", "CHAOSBENCH_MEMORY_DIR",
+                  "CHAOSBENCH_CHECKPOINT_DIR", "CHAOSBENCH_RDZV_BACKEND", "CHAOSBENCH_RDZV_ENDPOINT",
+                  "CHAOSBENCH_RDZV_CONF", "CHAOSBENCH_NNODES", "CHAOSBENCH_NPROC_PER_NODE")
+REF = re.compile(r"\$(?:\{(CHAOSBENCH_\w+)\}|(CHAOSBENCH_\w+))")   # $CHAOSBENCH_X or ${CHAOSBENCH_X}
 
 
 def hosts_store(rendezvous: str) -> bool:
@@ -155,5 +161,4 @@ def observed_argv(python: str, spec: ClusterSpec, launcher: list[str]) -> list[s
 
 def _expand(arg: str, env: dict[str, str]) -> str:
     """$NAME / ${NAME} of the node's CHAOSBENCH_* variables; anything else is left as written."""
-    return re.sub(r"\$(?:\{(CHAOSBENCH_\w+)\}|(CHAOSBENCH_\w+))",
-                  lambda m: env.get(m.group(1) or m.group(2), m.group(0)), arg)
+    return REF.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), arg)

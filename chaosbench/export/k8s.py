@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from chaosbench.cluster.launch import hosts_store, warm_start_argv
+from chaosbench.cluster.launch import REF, hosts_store, warm_start_argv
 from chaosbench.doctor.target import DoctorInputError, apply_overrides
 from chaosbench.scenario.loader import resolve_trainer_config
 
@@ -261,7 +261,7 @@ def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, i
 
 def _k8s_refs(arg: str) -> str:
     """$CHAOSBENCH_X / ${CHAOSBENCH_X} as the kubelet expands variables in a command: $(CHAOSBENCH_X)."""
-    return re.sub(r"\$(?:\{(CHAOSBENCH_\w+)\}|(CHAOSBENCH_\w+))", lambda m: f"$({m.group(1) or m.group(2)})", arg)
+    return REF.sub(lambda m: f"$({m.group(1) or m.group(2)})", arg)
 
 
 class _Dumper(yaml.SafeDumper):

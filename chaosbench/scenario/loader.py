@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from chaosbench.cluster.launch import NODE_ENV_NAMES, REF
 from chaosbench.scenario.model import Scenario
 
 
@@ -157,6 +158,15 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
     if not _has_checks(e):
         add(("expect",), "no check to evaluate: a scenario without expectations proves nothing; give at "
                          "least one, e.g. `expect: {reaches_step: 50}` (docs/scenarios.md lists them)")
+    for field in ("args", "command"):   # a misspelt $CHAOSBENCH_ name would reach the job as written
+        for i, arg in enumerate(getattr(s.trainer, field) or []):
+            for m in REF.finditer(arg):
+                name = m.group(1) or m.group(2)
+                if name not in NODE_ENV_NAMES:
+                    near = difflib.get_close_matches(name, NODE_ENV_NAMES, n=1)
+                    add(("trainer", field, i), f"${name} is not a variable chaosbench sets"
+                        + (f" (did you mean ${near[0]}?)" if near else "")
+                        + "; the list is in docs/byo-trainer.md")
     if not s.trainer.user_job and s.trainer.config is None:
         add(("trainer",), "give trainer.config (the reference trainer), or trainer.workdir + trainer.script "
                           "(your own job, docs/byo-trainer.md)")

@@ -57,6 +57,10 @@ def test_script_form_loads_and_builds_the_spec(project):
     ("trainer: {workdir: proj, script: missing.py}", "trainer.script: 'missing.py' not found", "relative to"),
     ("trainer: {args: [--x]}", "trainer.args applies to your own job", "trainer.script"),
     ("trainer: {command: []}", "trainer.command is empty", ""),
+    ("trainer: {workdir: proj, script: train.py, args: [--ckpt, '$CHAOSBENCH_CHECKPOINT_DIRR']}",
+     "trainer.args[1]: $CHAOSBENCH_CHECKPOINT_DIRR is not a variable", "did you mean $CHAOSBENCH_CHECKPOINT_DIR?"),
+    ("trainer: {command: [torchrun, '--rdzv-endpoint=${CHAOSBENCH_ENDPOINT}']}",
+     "trainer.command[1]: $CHAOSBENCH_ENDPOINT is not a variable", "docs/byo-trainer.md"),
 ])
 def test_bad_trainer_sections_name_the_field(project, trainer, field, fix):
     text = problems(project, trainer + "\n")
@@ -138,3 +142,9 @@ def test_docker_node_with_the_users_image_gets_our_source_on_pythonpath():
     svc = _compose(_spec(job_argv=["train.py"], workdir="/home/me/proj", trainer_image="me/train:1"))
     assert svc["image"] == "me/train:1" and svc["command"][0] == "python3"
     assert "/src:/opt/chaosbench:ro" in svc["volumes"] and svc["environment"]["PYTHONPATH"] == "/opt/chaosbench"
+
+
+def test_every_variable_a_job_may_reference_is_set_on_each_node():
+    from chaosbench.cluster.launch import NODE_ENV_NAMES
+    env = _plan(_spec(job_argv=["train.py"], workdir="/w")).env
+    assert set(NODE_ENV_NAMES) == {k for k in env if k.startswith("CHAOSBENCH_")}
