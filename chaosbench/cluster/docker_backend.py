@@ -65,6 +65,27 @@ def _gpus_available() -> bool:
     return "nvidia" in docker("info", "--format", "{{json .Runtimes}}", check=False)
 
 
+# what the user's image must import for each rendezvous (torch's etcd backends use python-etcd)
+IMAGE_NEEDS = {"etcd-v3": ("torch", "etcd3"), "etcd": ("torch", "etcd"), "etcd-v2": ("torch", "etcd")}
+
+
+def check_trainer_image(image: str, rendezvous: str) -> None:
+    """trainer.image: present locally and its python3 imports what the nodes will run, before a cluster
+    starts (otherwise every node exits at once and the run only says 'exited:1')."""
+    if not docker("images", "-q", image, check=False).strip():
+        raise ClusterError(f"trainer.image {image!r} is not among the local docker images (none is pulled "
+                           f"here); build it (`docker build -t {image} .`) or fix the name")
+    modules = IMAGE_NEEDS.get(rendezvous, ("torch",))
+    r = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c",
+                        f"import {', '.join(modules)}"], capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        raise ClusterError(f"trainer.image {image!r}: its python3 cannot import {', '.join(modules)} ({why}); "
+                           f"the nodes run torchrun with the {rendezvous} rendezvous in it: build it FROM an "
+                           f"image with torch{' and ' + modules[1] if len(modules) > 1 else ''}, or drop "
+                           f"trainer.image to use chaosbench's node image")
+
+
 class DockerCluster(Cluster):
     backend = "docker"
     supported_faults = frozenset({
@@ -94,6 +115,8 @@ class DockerCluster(Cluster):
         track(self)
         sweep()   # leftovers of crashed runs (dead owners only)
         image = self._image or images.node_image()
+        if self.spec.trainer_image:
+            check_trainer_image(self.spec.trainer_image, self.spec.rendezvous)
         (self.run_dir / "events").mkdir(parents=True, exist_ok=True)
         self.compose_dir.mkdir(parents=True, exist_ok=True)
         self.plan = ComposePlan(

@@ -80,3 +80,15 @@ def test_docker_ctrl_c_and_crash_leave_nothing(tmp_path, image, monkeypatch):
     assert leftovers(project)["containers"], "expected leftovers from the killed harness"
     assert project in sweep()             # ... the next start's sweep removes them
     assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
+
+
+def test_a_users_image_is_checked_before_the_cluster_starts(image):
+    """trainer.image: missing, or without torch, is named with the fix instead of every node exiting 1."""
+    from chaosbench.cluster.base import ClusterError
+    from chaosbench.cluster.docker_backend import check_trainer_image
+    from chaosbench.cluster.images import build_base
+    with pytest.raises(ClusterError, match=r"trainer.image 'me/absent:1' is not among the local docker images"):
+        check_trainer_image("me/absent:1", "c10d")
+    with pytest.raises(ClusterError, match=r"cannot import torch, etcd3 \(ModuleNotFoundError.*'torch'\).*FROM"):
+        check_trainer_image(build_base(), "etcd-v3")     # python3 without torch
+    check_trainer_image(image, "etcd-v3")                 # torch and etcd3: passes
