@@ -27,6 +27,7 @@ from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
 from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.launch import S3_BUCKET
 from chaosbench.cluster.lifecycle import teardown
+from chaosbench.doctor.agent_logs import last_error
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.observer import EventTail, Progress
 from chaosbench.result import (ClusterShape, FaultRecord, RunResult, ScenarioRef, write_junit)
@@ -369,9 +370,22 @@ class Runner:
         except Exception as e:   # a cluster that never came up has nothing to copy
             self.say(f"events not collected: {type(e).__name__}: {e}")
             return
+        self._explain_exits()
         for t in self._inventories:   # the ones taken at fault injections, still walking
             t.join(timeout=120)
         (self.run_dir / "checkpoints.json").write_text(json.dumps(inventory_of(cluster, nodes), indent=1))
+
+    def _explain_exits(self) -> None:
+        """A run that stopped with every node gone, or stuck, says why it may have: the last exception
+        line of the first node log that has one (a job that cannot start restarts until then)."""
+        stop = self.harness.get("stop_reason") or ""
+        if not stop.startswith(("every node exited", "stuck")):
+            return
+        for log in sorted((self.run_dir / "logs").glob("node-*.log")):
+            why = last_error(log)
+            if why:
+                self.harness["stop_reason"] = f"{stop}; last exception in {log.stem}'s log: {why}"
+                return
 
     def _inventory_at(self, cluster, fault_id: str) -> None:
         """What the harness itself sees on the nodes right after a fault acted, taken in the

@@ -59,3 +59,23 @@ def read_agent_logs(logs_dir: Path, now: float) -> dict[str, AgentLog]:
                              last_rdzv.strip()[:300] if last_rdzv else None,
                              lines[-1].strip()[:300] if lines else None)
     return out
+
+
+# a Python exception's last line ("ModuleNotFoundError: No module named 'x'"), behind docker's timestamp
+# and torchrun's "[default0]:" worker prefix; torchrun's own summary lines are not errors of the job
+# (or argparse's "train.py: error: unrecognized arguments")
+ERROR_LINE = re.compile(r"^(?:\S+Z )?(?:\[\w+\]:)?\s*((?:[\w.]+(?:Error|Exception|Interrupt)|[\w.-]+: error): .+)$")
+
+
+def last_error(log_path: Path) -> str | None:
+    """The last exception line of a node's log: why a node that exited did, in one line."""
+    try:
+        text = Path(log_path).read_text(errors="replace")
+    except OSError:
+        return None
+    found = None
+    for line in text.splitlines():
+        m = ERROR_LINE.match(line.strip())
+        if m and "ChildFailedError" not in m.group(1):
+            found = m.group(1)
+    return found[:300] if found else None

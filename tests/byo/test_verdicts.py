@@ -132,3 +132,12 @@ def test_plain_example_from_outside_the_checkout_on_local_shows_the_recovery_by_
     rec = result["recoveries"][0]
     assert rec["world_size_before"] == 3 and rec["world_size_after"] == 2, rec
     assert (run_dir / "report.html").is_file()
+
+
+def test_a_job_that_cannot_start_says_why_in_the_stop_reason(tmp_path):
+    """Every worker fails at once (a bad argument to the user's script): whether torchrun gives up or
+    restarts until the run is stuck, the verdict names the exception from the node log."""
+    out = run(tmp_path, "cannot_start", ["--no-such-flag"], stuck=20)
+    stop = json.loads((out.run_dir / "harness.json").read_text())["stop_reason"]
+    assert out.exit_code == 1 and stop.startswith(("every node exited", "stuck")), stop
+    assert "last exception in node-0's log: " in stop and "unrecognized arguments: --no-such-flag" in stop, stop

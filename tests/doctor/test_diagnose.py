@@ -107,3 +107,17 @@ def test_all_workers_exited_and_none_came_back(tmp_path):
     stuck, reason = is_stuck(run / "events", 60, now=NOW)
     assert stuck and reason.startswith("stuck in rendezvous: no worker came back 90 s after all exited")
     assert "DistBackendError peer lost" in reason
+
+
+def test_last_error_of_a_node_log_is_the_jobs_exception_not_torchruns_summary(tmp_path):
+    from chaosbench.doctor.agent_logs import last_error
+    log = tmp_path / "node-0.log"
+    log.write_text("2026-11-23T13:21:30.7Z [default0]:Traceback (most recent call last):\n"
+                   "2026-11-23T13:21:30.7Z [default0]:ModuleNotFoundError: No module named 'mine'\n"
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+                   "  exitcode  : 1 (pid: 6458)\n")
+    assert last_error(log) == "ModuleNotFoundError: No module named 'mine'"
+    log.write_text("[default0]:usage: train.py [-h]\n[default0]:train.py: error: unrecognized arguments: --x\n")
+    assert last_error(log) == "train.py: error: unrecognized arguments: --x"
+    log.write_text("step 1 loss 0.5\nall fine\n")
+    assert last_error(log) is None and last_error(tmp_path / "absent.log") is None
