@@ -114,6 +114,7 @@ def render(sc: dict, image: str | None = None, etcd_image: str = "quay.io/coreos
     (default: the scenario's trainer.image, else chaosbench/trainer:latest); `workdir`: where that image
     holds the user's project, for trainer.script / module."""
     image = image or (sc.get("trainer") or {}).get("image") or DEFAULT_IMAGE
+    user = _user_job(sc.get("trainer") or {})
     name = dns_name(str(sc.get("name") or Path(sc["_file"]).stem))
     cl = sc.get("cluster") or {}
     elastic = cl.get("elastic") or {}
@@ -176,24 +177,22 @@ def render(sc: dict, image: str | None = None, etcd_image: str = "quay.io/coreos
     objs.append(_service(name, "proxy", proxy_ports))
     objs.append(_deployment(name, "proxy", {
         # the user's own image need not hold chaosbench: its proxy then runs from chaosbench's image
-        "name": "proxy", "image": proxy_image or (DEFAULT_IMAGE if _user_job(sc.get("trainer") or {}) else image),
+        "name": "proxy", "image": proxy_image or (DEFAULT_IMAGE if user else image),
         "command": proxy_cmd,
         "ports": [{"containerPort": p, "name": n} for n, p in proxy_ports.items()],
         "readinessProbe": {"httpGet": {"path": "/version", "port": PROXY_API_PORT}, "periodSeconds": 2},
         "volumeMounts": [{"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}]},
         [{"name": "config", "configMap": {"name": f"{name}-config"}}]))
 
-    job = _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, image)
-    if _user_job(sc.get("trainer") or {}):
-        job["spec"]["template"]["spec"]["containers"][0]["workingDir"] = workdir
-    objs.append(job)
+    objs.append(_job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, image,
+                     workdir if user else None))
     if namespace:
         for o in objs:
             o["metadata"]["namespace"] = namespace
     return objs
 
 
-def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, image) -> dict:
+def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, image, workdir) -> dict:
     cl = sc.get("cluster") or {}
     elastic = cl.get("elastic") or {}
     timeouts = cl.get("rdzv_timeouts") or {}
@@ -232,10 +231,12 @@ def _job(name, sc, cfg, nodes, lo, hi, procs, backend, endpoint, run_id, gpus, i
     container = {
         "name": "trainer", "image": image, "command": command, "env": env,
         "ports": [{"containerPort": C10D_PORT, "name": "c10d"}, {"containerPort": MASTER_PORT, "name": "master"}],
-        "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}, {"name": "nvme", "mountPath": NVME_MOUNT},
+        "volumeMounts": [{"name": "shm", "mountPath": SHM_MOUNT}, {"name": "nvme", "mountPath": NVME_MOUNT},
                          {"name": "events", "mountPath": EVENTS_MOUNT},
                          {"name": "config", "mountPath": CONFIG_MOUNT, "readOnly": True}],
     }
+    if workdir:   # the user's job runs in their project, inside their image
+        container["workingDir"] = workdir
     shm_mb, nvme_mb = int(cl.get("shm_size_mb", 512)), int(cl.get("nvme_size_mb", 256))
     # tmpfs counts against the pod's memory: the limit must sit above the shm size
     container["resources"] = {"limits": {"memory": f"{shm_mb + 2048}Mi"}, "requests": {"memory": "1Gi"}}
