@@ -76,10 +76,14 @@ def check_trainer_image(image: str, rendezvous: str) -> None:
         raise ClusterError(f"trainer.image {image!r} is not among the local docker images (none is pulled "
                            f"here); build it (`docker build -t {image} .`) or fix the name")
     modules = IMAGE_NEEDS.get(rendezvous, ("torch",))
-    r = subprocess.run(["docker", "run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c",
-                        f"import {', '.join(modules)}"], capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+    # the probe prints its own verdict, so docker()'s check=False ("" when docker run itself fails) still
+    # tells a python3 that did not run apart from one that could not import
+    probe = (f"try:\n import {', '.join(modules)}\n print('ok')\n"
+             f"except Exception as e:\n print(f'{{type(e).__name__}}: {{e}}')")
+    out = docker("run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c", probe,
+                 check=False, timeout=120).strip()
+    if out != "ok":
+        why = out.splitlines()[-1] if out else "python3 did not run in it"
         raise ClusterError(f"trainer.image {image!r}: its python3 cannot import {', '.join(modules)} ({why}); "
                            f"the nodes run torchrun with the {rendezvous} rendezvous in it: build it FROM an "
                            f"image with torch{' and ' + modules[1] if len(modules) > 1 else ''}, or drop "
