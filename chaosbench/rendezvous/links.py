@@ -137,12 +137,12 @@ class PeerLinks:
             sock = socket.create_connection((host, int(port)), timeout=self._connect_timeout)
         except OSError as exc:   # unreachable now: the lease decides about this node
             log.info("no link to %s at %s (%s); its lease alone tells of its death", node, address, exc)
-            with self._lock:
-                self._pending.discard((node, address, token))
-            return
-        sock.setblocking(False)
-        with self._lock:
+            sock = None
+        with self._lock:   # no longer pending, and (if connected) held, in one step for link()
             self._pending.discard((node, address, token))
+            if sock is None:
+                return
+            sock.setblocking(False)
             old = self._out.get(node)
             self._out[node] = (sock, address, token)
             if old is not None:
