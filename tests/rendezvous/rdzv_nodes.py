@@ -79,8 +79,8 @@ class Node:
 
     def kill(self) -> None:
         """SIGKILL the agent, its workers and anything they started (a node lost)."""
-        if self.proc is None:
-            return
+        if self.proc is None or self.proc.returncode is not None:
+            return   # never started, or killed and reaped already: its pid may belong to another process now
         pids = [self.proc.pid] + descendants(self.proc.pid)
         for pid in pids:
             for kill in (os.killpg, os.kill):
