@@ -178,3 +178,54 @@ def test_testcluster_down_wants_one_name_or_all(capsys):
         with pytest.raises(SystemExit) as e:
             main(argv)
         assert e.value.code == 2 and "give one NAME (see `ls`) or --all" in capsys.readouterr().err
+
+
+# -- a login prefix that is a remote shell (ssh) gets one shell-quoted command ---------------------------
+AWKWARD = ["step (?P<step>\\d+) loss=(?P<loss>[0-9.]+)", "x; touch {mark}", "it's \"quoted\"", "two  spaces",
+           "$(touch {mark})", "`touch {mark}`", "*", ""]
+
+
+def _fake_ssh(tmp_path):
+    """What ssh does with its arguments: drops the host, joins the rest with spaces, runs `sh -c`."""
+    ssh = tmp_path / "bin" / "ssh"
+    ssh.parent.mkdir()
+    ssh.write_text('#!/bin/sh\nshift\nexec sh -c "$*"\n')
+    ssh.chmod(0o755)
+    return ssh
+
+
+def test_ssh_login_delivers_every_word_intact_and_runs_nothing_else(tmp_path, monkeypatch):
+    from chaosbench.cluster.slurm.commands import Slurm
+    monkeypatch.delenv("CHAOSBENCH_SLURM_LOGIN_SHELL", raising=False)
+    mark = tmp_path / "ran-on-login-node"
+    words = [w.format(mark=mark) for w in AWKWARD]
+    slurm = Slurm([str(_fake_ssh(tmp_path)), "login1"])
+    out = slurm.run("printf", "%s\\n", *words)
+    assert out.split("\n")[:-1] == words
+    with open(tmp_path / "log", "wb") as log:
+        slurm.popen(["printf", "%s\\n", *words], log).wait(timeout=30)
+    assert (tmp_path / "log").read_text().split("\n")[:-1] == words
+    assert not mark.exists()
+
+
+def test_srun_argv_of_a_trainer_with_a_regex_and_shell_words_survives_ssh(tmp_path):
+    """The node launch: env values (the progress regex) and trainer args reach the far side as sent."""
+    from chaosbench.cluster.slurm.commands import Slurm
+    mark = tmp_path / "ran"
+    argv = srun_argv("7", "c1", "node-0", {"CHAOSBENCH_PROGRESS_REGEX": AWKWARD[0]},
+                     ["python3", "train.py", "--name", f"x; touch {mark}"])
+    sent = Slurm([str(_fake_ssh(tmp_path)), "login1"]).argv(argv)
+    assert sent[:2] == [str(tmp_path / "bin" / "ssh"), "login1"] and len(sent) == 3
+    import shlex
+    assert shlex.split(sent[2]) == argv
+
+
+def test_argv_passing_prefixes_are_left_alone_and_the_choice_can_be_forced(monkeypatch):
+    from chaosbench.cluster.slurm.commands import Slurm
+    monkeypatch.delenv("CHAOSBENCH_SLURM_LOGIN_SHELL", raising=False)
+    assert Slurm(["docker", "exec", "-i", "ctl"]).argv(["echo", "a b"]) == ["docker", "exec", "-i", "ctl", "echo", "a b"]
+    assert Slurm([]).argv(["echo", "a b"]) == ["echo", "a b"]
+    monkeypatch.setenv("CHAOSBENCH_SLURM_LOGIN_SHELL", "1")
+    assert Slurm(["mywrapper", "login1"]).argv(["echo", "a b"]) == ["mywrapper", "login1", "echo 'a b'"]
+    monkeypatch.setenv("CHAOSBENCH_SLURM_LOGIN_SHELL", "0")
+    assert Slurm(["ssh", "login1"]).argv(["echo", "a b"]) == ["ssh", "login1", "echo", "a b"]

@@ -14,10 +14,26 @@ from dataclasses import dataclass, field
 from chaosbench.cluster.base import ClusterError
 
 LOGIN_ENV = "CHAOSBENCH_SLURM_LOGIN"
+# A prefix whose program hands its arguments to a shell on the far side (ssh joins them with spaces and
+# runs `$SHELL -c` on them): every word must then be quoted for that shell, or a progress regex, a
+# trainer argument with a space or `;`, an iptables script would be re-split and run there.
+# `docker exec`, `kubectl exec --`, `sudo` pass argv through and get it unchanged.
+REMOTE_SHELLS = ("ssh", "rsh", "autossh")
+SHELL_ENV = "CHAOSBENCH_SLURM_LOGIN_SHELL"   # 1/0: force either way for a wrapper we do not recognise
 
 
 def login_prefix() -> list[str]:
     return shlex.split(os.environ.get(LOGIN_ENV, ""))
+
+
+def remote_shell(prefix: list[str]) -> bool:
+    """Does this login prefix run its arguments through a remote shell?"""
+    forced = os.environ.get(SHELL_ENV, "").strip().lower()
+    if forced in ("1", "true", "yes"):
+        return True
+    if forced in ("0", "false", "no"):
+        return False
+    return bool(prefix) and os.path.basename(prefix[0]) in REMOTE_SHELLS
 
 
 def unusable() -> str | None:
@@ -102,6 +118,10 @@ class Slurm:
         self.prefix = login_prefix() if prefix is None else prefix
 
     def argv(self, cmd: list[str], stdin: bool = False) -> list[str]:
+        """The local argv; through a remote shell the command goes as one quoted string, so the far
+        side's shell rebuilds exactly `cmd` (shlex.join) instead of re-splitting it."""
+        if remote_shell(self.prefix):
+            return [*self.prefix, shlex.join(cmd)]
         return [*self.prefix, *cmd]
 
     def run(self, *cmd: str, timeout: float = 60, check: bool = True, text: bool = True):
