@@ -68,7 +68,7 @@ def _slurm(everything: bool, removed: dict) -> None:
     from chaosbench.cluster.slurm.commands import Slurm, unusable
     if unusable() is not None:
         return   # no Slurm here: nothing of ours can be there
-    removed["slurm jobs"] = sweep(Slurm(), everything=everything)
+    removed["slurm jobs"] = sweep(Slurm(), everything=everything, removed=removed)
 
 
 def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list], list[str]]:

@@ -229,3 +229,55 @@ def test_argv_passing_prefixes_are_left_alone_and_the_choice_can_be_forced(monke
     assert Slurm(["mywrapper", "login1"]).argv(["echo", "a b"]) == ["mywrapper", "login1", "echo 'a b'"]
     monkeypatch.setenv("CHAOSBENCH_SLURM_LOGIN_SHELL", "0")
     assert Slurm(["ssh", "login1"]).argv(["echo", "a b"]) == ["ssh", "login1", "echo", "a b"]
+
+
+# -- a killed harness's fault rules on compute hosts are removed by the sweep ------------------------------
+class _Recorder:
+    """Answers like slurmctld for one dead harness's running job on c[1-2] and records every command."""
+
+    def __init__(self, state="RUNNING", srun_fails=False):
+        self.calls, self.state, self.srun_fails = [], state, srun_fails
+
+    def run(self, *cmd, timeout=60, check=True, text=True):
+        self.calls.append(list(cmd))
+        if cmd[0] == "squeue":
+            fmt = cmd[cmd.index("-o") + 1]
+            row = {"%i": "41", "%j": "chaosbench-cbrun1", "%T": self.state, "%N": "c[1-2]",
+                   "%k": f"{__import__('socket').gethostname()}:999999999:1"}   # this host, a pid that is gone
+            return "|".join(row[f] for f in fmt.split("|")) + "\n"
+        if cmd[:3] == ("scontrol", "show", "hostnames"):
+            return "c1\nc2\n"
+        if cmd[0] == "srun" and self.srun_fails:
+            raise ClusterError("srun: error: job 41 not found")
+        return ""
+
+
+def test_sweep_removes_the_fault_chain_on_every_host_of_a_dead_harness_job_before_cancelling_it():
+    rec = _Recorder()
+    removed = {}
+    assert slurm_backend.sweep(rec, removed=removed) == ["41"]
+    sruns = [c for c in rec.calls if c[0] == "srun"]
+    assert len(sruns) == 1
+    srun = sruns[0]
+    for opt in ("--jobid=41", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--nodelist=c[1-2]"):
+        assert opt in srun
+    script = srun[srun.index("-c") + 1]
+    for rule in ("iptables -D INPUT -j CHAOSBENCH", "iptables -D OUTPUT -j CHAOSBENCH", "iptables -F CHAOSBENCH",
+                 "iptables -X CHAOSBENCH"):
+        assert rule in script
+    assert rec.calls.index(srun) < rec.calls.index(["scancel", "41"])   # the hosts are ours until then
+    assert removed["slurm fault rules"] == ["c1 (job 41)", "c2 (job 41)"]
+
+
+def test_sweep_says_when_the_chain_could_not_be_removed_and_still_cancels(capsys):
+    rec = _Recorder(srun_fails=True)
+    removed = {}
+    assert slurm_backend.sweep(rec, removed=removed) == ["41"]
+    assert ["scancel", "41"] in rec.calls and "slurm fault rules" not in removed
+    assert "may be left" in capsys.readouterr().err
+
+
+def test_sweep_of_a_pending_job_runs_no_step():
+    rec = _Recorder(state="PENDING")
+    assert slurm_backend.sweep(rec) == ["41"]
+    assert not [c for c in rec.calls if c[0] == "srun"]

@@ -46,6 +46,13 @@ _ALL = frozenset({"kill_node", "stop_node", "start_node", "kill_worker", "pause_
                   "add_node"}) | HostServiceFaults.SERVICE_FAULTS   # services.py: beside the harness or on a node
 
 
+# Removes our chain from a host entirely (idempotent; fails only if the chain is still there). A Slurm
+# node outlives the run, so heal_network, teardown and the sweep of a dead harness's job all run it.
+HEAL_SCRIPT = ("iptables -D INPUT -j CHAOSBENCH 2>/dev/null; iptables -D OUTPUT -j CHAOSBENCH 2>/dev/null; "
+               "iptables -F CHAOSBENCH 2>/dev/null; iptables -X CHAOSBENCH 2>/dev/null; "
+               "! iptables -n -L CHAOSBENCH >/dev/null 2>&1")
+
+
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"CHAOSBENCH_SLURM_{name}", default)
 
@@ -409,9 +416,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
 
     def heal_network(self, node: str) -> None:
         """Remove our chain from the host entirely: unlike a container, a Slurm node outlives the run."""
-        self._on_node(node, "sh", "-c", "iptables -D INPUT -j CHAOSBENCH 2>/dev/null; "
-                      "iptables -D OUTPUT -j CHAOSBENCH 2>/dev/null; iptables -F CHAOSBENCH 2>/dev/null; "
-                      "iptables -X CHAOSBENCH 2>/dev/null; ! iptables -n -L CHAOSBENCH >/dev/null 2>&1")
+        self._on_node(node, "sh", "-c", HEAL_SCRIPT)
         self._cut_nodes.discard(node)
 
     def _heal_leftover_cuts(self) -> list[str]:
@@ -468,16 +473,37 @@ class SlurmCluster(HostServiceFaults, Cluster):
         return node
 
 
-def sweep(slurm: Slurm, everything: bool = False) -> list[str]:
+def sweep(slurm: Slurm, everything: bool = False, removed: dict | None = None) -> list[str]:
     """Cancel allocations of dead harnesses (every chaosbench job with everything=True): each job
-    carries its owner token in its comment."""
-    out = slurm.run("squeue", "-h", "-o", "%i|%j|%k", check=False)
+    carries its owner token in its comment. A killed harness may have left a partition's iptables
+    chain on its compute hosts, which outlive the job: while the allocation still runs, one step per
+    host removes the chain first (the hosts land in removed['slurm fault rules'])."""
+    out = slurm.run("squeue", "-h", "-o", "%i|%j|%T|%N|%k", check=False)
     dead = []
     for line in out.splitlines():
-        parts = line.split("|", 2)
-        if len(parts) == 3 and parts[1].startswith("chaosbench-") and \
-                (everything or not owner_mod.alive(parts[2].strip())):
+        parts = line.split("|", 4)
+        if len(parts) == 5 and parts[1].startswith("chaosbench-") and \
+                (everything or not owner_mod.alive(parts[4].strip())):
             dead.append(parts[0])
+            if parts[2] == "RUNNING" and parts[3].strip():
+                healed = _heal_job_hosts(slurm, parts[0], parts[3].strip())
+                if removed is not None and healed:
+                    removed.setdefault("slurm fault rules", []).extend(healed)
     if dead:
         slurm.run("scancel", *dead, check=False)
     return dead
+
+
+def _heal_job_hosts(slurm: Slurm, job_id: str, nodelist: str) -> list[str]:
+    """Run HEAL_SCRIPT once on every host of a job (one task per host); returns the hosts healed.
+    A failure is said, not hidden: the rules may then be left on those hosts."""
+    try:
+        hosts = slurm.run("scontrol", "show", "hostnames", nodelist).split()
+        n = str(len(hosts))
+        slurm.run("srun", f"--jobid={job_id}", "--overlap", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
+                  f"--nodelist={nodelist}", "--job-name=chaosbench-clean", "sh", "-c", HEAL_SCRIPT, timeout=120)
+        return [f"{h} (job {job_id})" for h in hosts]
+    except ClusterError as exc:
+        print(f"chaosbench: iptables chain CHAOSBENCH on the hosts of Slurm job {job_id} ({nodelist}) "
+              f"may be left: {str(exc)[-300:]}", file=sys.stderr)
+        return []
