@@ -19,6 +19,23 @@ NODE_ENV_NAMES = ("CHAOSBENCH_EVENTS_DIR", "CHAOSBENCH_NODE", "CHAOSBENCH_RUN_ID
                   "CHAOSBENCH_CHECKPOINT_DIR", "CHAOSBENCH_RDZV_BACKEND", "CHAOSBENCH_RDZV_ENDPOINT",
                   "CHAOSBENCH_RDZV_CONF", "CHAOSBENCH_NNODES", "CHAOSBENCH_NPROC_PER_NODE")
 REF = re.compile(r"\$(?:\{(CHAOSBENCH_\w+)\}|(CHAOSBENCH_\w+))")   # $CHAOSBENCH_X or ${CHAOSBENCH_X}
+# The directories the table of variables promises (docs/byo-trainer.md) exist, writable by the job, before
+# it starts, on every backend and after every node restart: a user's `torch.save($CHAOSBENCH_CHECKPOINT_DIR/x)`
+# otherwise fails with "Parent directory ... does not exist" on each restart. The node's own shell creates
+# them (as the job's user, on the node's own mounts), then execs the node command: same pid, same tree.
+PROMISED_DIRS = ("CHAOSBENCH_CHECKPOINT_DIR", "CHAOSBENCH_NVME_DIR", "CHAOSBENCH_MEMORY_DIR", "CHAOSBENCH_EVENTS_DIR")
+PREPARE = ["sh", "-c", "mkdir -p " + " ".join(f'"${n}"' for n in PROMISED_DIRS)
+           + ' || echo "chaosbench: cannot create the job\'s directories" >&2; exec "$@"', "chaosbench-node"]
+
+
+def prepared(argv: list[str]) -> list[str]:
+    """A user's node command behind the directory-creating shell (PREPARE)."""
+    return [*PREPARE, *argv]
+
+
+def unprepared(argv: list[str]) -> list[str]:
+    """The node command without the PREPARE prefix (what the node execs)."""
+    return argv[len(PREPARE):] if argv[:len(PREPARE)] == PREPARE else argv
 
 
 def hosts_store(rendezvous: str) -> bool:
@@ -121,7 +138,7 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
     cwd = workdir or spec.workdir
     if spec.command:   # raw argv: $CHAOSBENCH_* references are filled in, so it can form its group
         argv = [_expand(a, env) for a in spec.command]
-        return NodePlan(observed_argv(python, spec, argv), env, cwd)
+        return NodePlan(prepared(observed_argv(python, spec, argv)), env, cwd)
     argv = [python, "-m", "torch.distributed.run",
             f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
             f"--nproc-per-node={spec.procs_per_node}",
@@ -135,7 +152,7 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
     if spec.job_argv:
         # the user's script: every worker's output prefixed [default<local_rank>]: for the observer
         job = [_expand(a, env) for a in spec.job_argv]   # e.g. --ckpt-dir $CHAOSBENCH_CHECKPOINT_DIR
-        return NodePlan(observed_argv(python, spec, [*argv, "--tee=3", *job]), env, cwd)
+        return NodePlan(prepared(observed_argv(python, spec, [*argv, "--tee=3", *job])), env, cwd)
     overrides = {
         "checkpoint.nvme_dir": nvme_dir,
         "checkpoint.memory_dir": memory_dir,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from chaosbench.cluster.base import ClusterSpec
-from chaosbench.cluster.launch import node_plan
+from chaosbench.cluster.launch import node_plan, unprepared
 from chaosbench.runner import build_spec
 from chaosbench.scenario import ScenarioError, load_scenario
 
@@ -90,7 +90,7 @@ def test_user_script_runs_under_our_torchrun_and_the_node_watcher():
     spec = _spec(job_argv=["train.py", "--epochs", "2"], workdir="/home/me/proj", progress_regex="step (?P<step>\\d+)",
                  rendezvous="etcd-v3", rdzv_timeouts={"keep_alive_interval": 1})
     p = _plan(spec, workdir="/workspace")
-    assert p.argv[:5] == ["py", "-m", "chaosbench.observer.node_watch", "--progress", "step (?P<step>\\d+)"]
+    assert unprepared(p.argv)[:5] == ["py", "-m", "chaosbench.observer.node_watch", "--progress", "step (?P<step>\\d+)"]
     launcher = p.argv[p.argv.index("--") + 1:]
     assert launcher[:3] == ["py", "-m", "torch.distributed.run"]
     assert "--nnodes=1:2" in launcher and "--rdzv-backend=etcd-v3" in launcher
@@ -135,12 +135,12 @@ def _compose(spec: ClusterSpec) -> dict:
 def test_docker_node_mounts_the_project_read_only_and_runs_in_it():
     svc = _compose(_spec(job_argv=["train.py"], workdir="/home/me/proj"))
     assert "/home/me/proj:/workspace:ro" in svc["volumes"] and svc["working_dir"] == "/workspace"
-    assert svc["image"] == "chaosbench/node:x" and svc["command"][0] == "python"
+    assert svc["image"] == "chaosbench/node:x" and unprepared(svc["command"])[0] == "python"
 
 
 def test_docker_node_with_the_users_image_gets_our_source_on_pythonpath():
     svc = _compose(_spec(job_argv=["train.py"], workdir="/home/me/proj", trainer_image="me/train:1"))
-    assert svc["image"] == "me/train:1" and svc["command"][0] == "python3"
+    assert svc["image"] == "me/train:1" and unprepared(svc["command"])[0] == "python3"
     assert "/src:/opt/chaosbench:ro" in svc["volumes"] and svc["environment"]["PYTHONPATH"] == "/opt/chaosbench"
 
 

@@ -6,7 +6,7 @@ import yaml
 
 from chaosbench.cluster.base import ClusterError, ClusterSpec
 from chaosbench.cluster.compose_file import ComposePlan, dump, render, render_gpu_override
-from chaosbench.cluster.launch import node_plan, validate
+from chaosbench.cluster.launch import node_plan, unprepared, validate
 
 
 def _spec(tmp_path, **kw):
@@ -56,7 +56,7 @@ def test_own_command_replaces_torchrun(tmp_path):
     p = _plan(spec)
     # run as written, under the node watcher that records what it sees of a job without events
     assert p.argv[-3:] == ["--", "python", "my_trainer.py"] and p.env["X"] == "1"
-    assert p.argv[1:3] == ["-m", "chaosbench.observer.node_watch"]
+    assert unprepared(p.argv)[1:3] == ["-m", "chaosbench.observer.node_watch"]
 
 
 @pytest.mark.parametrize("kw,needle", [({"rendezvous": "zk"}, "rendezvous='zk'"),
