@@ -121,6 +121,10 @@ class RunResult(BaseModel):
     duration_s: float | None = None
     verdict: Literal["passed", "failed", "error"] = "error"
     error: str | None = None
+    # how the run ended (docs/result.md): reached_step, completed, stuck, timeout, nodes_exited, error;
+    # None in a record written before endings were recorded. The `ending` check judges it.
+    ending: str | None = None
+    stop_reason: str | None = None   # the runner's words for the ending (highest step, last phases, ...)
     faults: list[FaultRecord] = Field(default_factory=list)
     recoveries: list[Recovery] = Field(default_factory=list)
     checks: list[CheckResult] = Field(default_factory=list)

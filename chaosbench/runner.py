@@ -261,7 +261,7 @@ class Runner:
         reached_at = None
         said_waiting = False
         next_status = 0.0
-        stop = None
+        stop = ending = None
         self.progress.last_progress_at = time.time()
         while stop is None:
             now = time.time()
@@ -285,10 +285,11 @@ class Runner:
                 self.say("faults still planned or in place: " + ", ".join(
                     f"{p.fault_id} ({p.state})" for p in sched.plans if p.state != "done") + "; the run goes on")
             if reached_at is not None and sched.finished and now - settled_from >= run.settle_s:
-                stop = f"reached step {target}"
+                stop, ending = f"reached step {target}", "reached_step"
             elif rel > run.timeout_s:
-                stop = f"timeout: {run.timeout_s:g} s elapsed (highest step {self.progress.step})"
+                stop, ending = f"timeout: {run.timeout_s:g} s elapsed (highest step {self.progress.step})", "timeout"
             elif now - self.progress.last_progress_at > run.stuck_after_s:
+                ending = "stuck"
                 phases = ", ".join(f"{n}: {p}" for n, p in sorted(self.progress.trainer_phases.items()))
                 stop = (f"stuck: no new step for {run.stuck_after_s:g} s (highest step {self.progress.step}; "
                         f"last trainer phases: {phases or 'none reported'})")
@@ -301,6 +302,7 @@ class Runner:
                 # every node gone and no fault about to bring them back (kill_all heals by restarting)
                 exited = self._exited(cluster)
                 if exited and not sched.unhealed():
+                    ending = _exit_ending(exited, target, sched.finished)
                     what = "every node exited" if target is None else \
                         f"every node exited before step {target} (highest step {self.progress.step})"
                     stop = f"{what}: {exited}" + (f"; last fatal error: {self.progress.last_fatal}"
@@ -310,6 +312,9 @@ class Runner:
         for ev in tail.poll():
             self.progress.update(ev)
         self.harness["stop_reason"] = stop
+        self.harness["ending"] = ending
+        # faults the stop cut short or never reached: the checks hold them against the expected ending
+        self.harness["faults_unfinished"] = [p.fault_id for p in sched.plans if p.state != "done"]
         self.harness["stopped_at"] = time.time()
         self.say(f"stopping: {stop}")
         for p in sched.unhealed():   # leave the cluster healthy enough to collect from
@@ -408,6 +413,8 @@ class Runner:
     # -- verdict and files ----------------------------------------------------------------------
     def _finish(self, backend: str, started: float, error: str | None) -> RunOutcome:
         self.progress.phase = "checks"
+        if error:   # the harness broke (or Ctrl-C): whatever the run did, it ended in an error
+            self.harness["ending"] = "error"
         (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
         h = History.load(self.run_dir)
         recs, checks = evaluate(h, self.s.expect)
@@ -431,7 +438,8 @@ class Runner:
                                  max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous),
             seed=self.seed, command=self.opts.command or f"chaosbench run {self.path} --backend {backend} --seed {self.seed}",
             started_at=started, finished_at=finished, duration_s=round(finished - started, 3),
-            verdict=verdict, error=error, faults=list(self.records.values()), recoveries=recs, checks=checks,
+            verdict=verdict, error=error, ending=self.harness.get("ending"),
+            stop_reason=self.harness.get("stop_reason"), faults=list(self.records.values()), recoveries=recs, checks=checks,
             checkpoints=checkpoint_stats(h), timeline=timeline(h), goodput=goodput(h))
         result.write(self.run_dir)
         write_junit(result, self.run_dir)
@@ -439,6 +447,14 @@ class Runner:
         self.progress.phase = "done"
         self._tick()
         return RunOutcome(self.s.name, self.run_dir, result, EXIT[verdict])
+
+
+def _exit_ending(exited: str, target: int | None, faults_done: bool) -> str:
+    """Every node gone: the job ran to its end ('completed': no step target, each node exited 0,
+    every fault done), else the nodes died ('nodes_exited')."""
+    codes = [part.rsplit(" ", 1)[-1] for part in exited.split(", ")]
+    clean = target is None and faults_done and all(c == "exited:0" for c in codes)
+    return "completed" if clean else "nodes_exited"
 
 
 def inventory_of(cluster, nodes: list[str]) -> dict:

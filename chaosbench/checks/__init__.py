@@ -1,6 +1,7 @@
 """Checks: small functions over the recorded history (events + fault log + exits + logs)."""
 from __future__ import annotations
 
+from chaosbench.checks.ending import run_ending
 from chaosbench.checks.faults import fault_checks
 from chaosbench.checks.history import History
 from chaosbench.checks.observed import complete_from_observation
@@ -14,7 +15,7 @@ from chaosbench.scenario.model import Expect
 
 CHECKS = (recovered_from, max_lost_steps, max_recovery_seconds, world_size_after, world_sizes,
           reaches_step, no_restart, loss_continuity, checkpoints_valid, no_fatal, log_regex, fault_checks,
-          event_contract)
+          event_contract, run_ending)
 
 
 def evaluate(h: History, e: Expect) -> tuple[list[Recovery], list[CheckResult]]:

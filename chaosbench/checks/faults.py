@@ -4,11 +4,18 @@ A fault that never fired, or was healed early (the run stopped first and healed 
 tested nothing: a `no_restart` or `reaches_step` that passes around it would be a false pass. The
 plan comes from harness.json (`faults_planned`, written by the runner); what happened, from the
 fault log. These checks run whenever faults were planned, whatever `expect` says.
+
+Each fault's verdict also says whether training went on after it (stalls.py), restart or not: a
+fault after which training never resumed fails, and so does one after which it resumed later than
+`max_recovery_seconds`. A scenario that expects an abnormal ending (`expect: {ends: stuck}`) expects
+exactly that: then a fault the stop cut short, or after which training stood still, is its story.
 """
 from __future__ import annotations
 
 from chaosbench.checks.base import failed, passed
+from chaosbench.checks.ending import NORMAL, ending_of
 from chaosbench.checks.history import History
+from chaosbench.checks.stalls import resumptions
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
@@ -20,6 +27,9 @@ def fault_checks(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResul
     restarted = {r.fault_id for r in recs}
     stop = h.harness.get("stop_reason")
     why = f" (run stopped: {stop})" if stop else ""
+    resumed = {r.fault_id: r for r in resumptions(h, recs)}
+    story = e.ends is not None and e.ends not in NORMAL and ending_of(h) == e.ends   # an expected abnormal end
+    bound = e.max_recovery_seconds
     out = []
     for plan in h.harness.get("faults_planned") or []:
         fid, kind = str(plan["id"]), plan.get("type", "?")
@@ -35,14 +45,31 @@ def fault_checks(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResul
         observed = "injected" + (f", healed after {held:g} s" if held is not None else "")
         effect = "caused a worker restart" if fid in restarted else "caused no worker restart"
         if plan.get("healable") and dur is not None:
-            if held is None:
+            if held is None and story:
+                observed += f", left in place until the run ended {e.ends} (expected)"
+            elif held is None:
                 out.append(failed(name, expected, observed, f"{fid} ({kind}) was never healed, though planned "
                                                             f"to heal after {dur:g} s{why}"))
                 continue
-            if held + SLACK_S < dur:
+            elif held + SLACK_S < dur and story:
+                observed += f" (cut short when the run ended {e.ends}, as expected)"
+            elif held + SLACK_S < dur:
                 out.append(failed(name, expected, observed, f"{fid} ({kind}) was healed after {held:g} s of its "
                                                             f"planned {dur:g} s: cut short{why}"))
                 continue
-        out.append(passed(name, expected, observed, f"{fid} ({kind}) {observed} on {w.target or 'its target'}; "
-                                                    f"{effect}"))
+        res = resumed.get(fid)
+        what = f"{fid} ({kind}) {observed} on {w.target or 'its target'}; {effect}"
+        if res is not None and res.seconds is None:
+            if story:
+                out.append(passed(name, expected, observed, f"{what}; training did not resume after it "
+                                                            f"({res.how}), as the expected ending {e.ends} says"))
+            else:
+                out.append(failed(name, expected, observed, f"{what}; training did not resume after it: {res.how}{why}"))
+            continue
+        if res is not None and bound is not None and res.seconds > bound:
+            out.append(failed(name, expected, observed, f"{what}; training resumed only after {res.seconds:g} s "
+                                                        f"(max_recovery_seconds {bound:g}): {res.how}"))
+            continue
+        tail = f"; training resumed: {res.how}" if res is not None else ""
+        out.append(passed(name, expected, observed, what + tail))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.evidence import contradictions
 from chaosbench.checks.history import History
+from chaosbench.checks.stalls import resumptions
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
@@ -104,12 +105,27 @@ def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckRe
     if e.max_recovery_seconds is None:
         return None
     name, expected = "max_recovery_seconds", f"<= {e.max_recovery_seconds:g}"
-    if (pre := preconditions(name, expected, h, recs)) is not None:
+    # every fault counts, restart or not: a pause that stalls training for a minute without restarting
+    # anything is as slow a recovery as a restart that takes one (stalls.py)
+    if recs and (pre := preconditions(name, expected, h, recs)) is not None:
         return pre
-    worst = max(recs, key=lambda r: r.total_s)
-    detail = "; ".join(_breakdown(r) for r in recs) + unrestarted(h, recs)
-    ok = worst.total_s <= e.max_recovery_seconds
-    return (passed if ok else failed)(name, expected, worst.total_s, detail)
+    if not h.events:
+        return not_evaluated(name, expected, NO_EVENTS)
+    if not h.faults:
+        return not_evaluated(name, expected, "no fault was injected, so there was nothing to recover from")
+    res = resumptions(h, recs)
+    if not res:
+        return not_evaluated(name, expected, "no step was seen, so no time to resume can be measured")
+    by_rec = {r.fault_id: r for r in recs}
+    detail = "; ".join(_breakdown(by_rec[x.fault_id]) if x.fault_id in by_rec else f"{x.fault_id}: {x.how}"
+                       for x in res)
+    stalled = [x for x in res if x.seconds is None]
+    if stalled:
+        return failed(name, expected, None, "training did not resume after "
+                      + ", ".join(x.fault_id for x in stalled) + f": {detail}")
+    worst = max(res, key=lambda x: x.seconds)
+    ok = worst.seconds <= e.max_recovery_seconds
+    return (passed if ok else failed)(name, expected, worst.seconds, detail)
 
 
 def world_size_after(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:

@@ -145,6 +145,12 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
                                    f"({c.elastic.max_nodes} x {c.procs_per_node})")
     if e.within_seconds is not None and e.reaches_step is None:
         add(("expect", "within_seconds"), "within_seconds needs reaches_step")
+    if e.ends == "reached_step" and e.reaches_step is None:
+        add(("expect", "ends"), "ends: reached_step needs expect.reaches_step (or use ends: completed for a "
+                                "job that runs to its end)")
+    if e.ends in ("stuck", "timeout", "nodes_exited", "completed") and e.reaches_step is not None:
+        add(("expect", "ends"), f"ends: {e.ends} with reaches_step: a run stops once it reaches that step, so it "
+                                f"cannot end {e.ends}; drop reaches_step (or ends)")
     for i, f in enumerate(s.faults):
         if e.reaches_step is not None and f.at.step is not None and f.at.step >= e.reaches_step:
             add(("faults", i, "at", "step"), f"trigger step {f.at.step} is not before expect.reaches_step "
@@ -177,7 +183,7 @@ def _has_checks(e) -> bool:
     """True when the expectations yield at least one check (the flags count only when true)."""
     valued = (e.recovered_from, e.resumed_at_step, e.max_lost_steps, e.max_recovery_seconds,
               e.world_size_after, e.world_sizes, e.reaches_step)
-    flags = (e.no_restart, e.checkpoints_valid, e.no_fatal, e.loss_continuity, e.log_regex)
+    flags = (e.no_restart, e.checkpoints_valid, e.no_fatal, e.loss_continuity, e.log_regex, e.ends)
     return any(v is not None for v in valued) or any(f not in (None, False, []) for f in flags)
 
 

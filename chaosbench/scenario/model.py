@@ -16,6 +16,10 @@ from chaosbench.cluster.launch import keep_alive_problem
 Tier = Literal["memory", "nvme", "s3"]
 Backend = Literal["auto", "docker", "local", "slurm"]
 Rendezvous = Literal["c10d", "c10d-links", "etcd-v3", "etcd"]
+# How a run ended (result.json `ending`, docs/result.md). The first two are the normal endings; a
+# scenario about a hang or a crash names the ending it expects (`expect: {ends: stuck}`), else any
+# other ending fails the run whatever the checks say.
+Ending = Literal["reached_step", "completed", "stuck", "timeout", "nodes_exited"]
 CHECK_NAMES = (
     "recovered_from", "max_lost_steps", "max_recovery_seconds", "world_size_after", "world_sizes",
     "reaches_step", "no_restart", "loss_continuity", "checkpoints_valid", "no_fatal", "log_regex",
@@ -264,6 +268,7 @@ class Expect(Strict):
     no_fatal: bool | None = None
     log_regex: list[LogRegex] = Field(default_factory=list)
     optional: list[str] = Field(default_factory=list, description="checks allowed to be not evaluated")
+    ends: Ending | None = Field(None, description="the run's expected ending, when it is not a normal one")
 
     @field_validator("optional")
     @classmethod

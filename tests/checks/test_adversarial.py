@@ -135,11 +135,19 @@ def test_max_lost_steps_fails_a_fresh_start_beside_a_load():
 
 
 # -- max_recovery_seconds ----------------------------------------------------------------------------
-def test_max_recovery_seconds_names_a_fault_left_out():
-    h = node_loss()
-    h.faults.append(FaultWindow("late", "link_down", "etcd", {}, T0 + 100.0, T0 + 110.0))
-    r = check(h, "max_recovery_seconds", max_recovery_seconds=30)
-    assert "late (link_down) caused no worker restart" in r.reason
+def test_max_recovery_seconds_counts_a_fault_that_stalled_training_without_a_restart():
+    """f1 restarts the workers and they train again 3 s later; `late` restarts nothing but stalls
+    every rank for 6 s: the bound of 5 s fails on `late`, and so does late's own verdict."""
+    h = node_loss(steps_after=100)
+    h.events = [e for e in h.events if not (e["event"] == "step" and T0 + 8.0 <= e["ts"] < T0 + 14.0)]
+    h.faults.append(FaultWindow("late", "pause_node", "node-1", {}, T0 + 8.0, T0 + 13.9))
+    planned(h, ("f1", "kill_node", None), ("late", "pause_node", 5.9))
+    r = check(h, "max_recovery_seconds", max_recovery_seconds=5)
+    assert r.status == "failed" and r.observed == pytest.approx(6.0, abs=0.15), r.reason
+    assert "late: no restart; longest time without a step after it 6.0" in r.reason
+    f = check(h, "fault:late", max_recovery_seconds=5)
+    assert f.status == "failed" and "training resumed only after 6" in f.reason
+    assert check(h, "fault:f1", max_recovery_seconds=5).status == "passed"
 
 
 # -- world_size_after / world_sizes ------------------------------------------------------------------

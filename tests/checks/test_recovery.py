@@ -138,7 +138,7 @@ def test_evaluate_marks_optional_and_only_runs_requested():
     h = node_loss(emit_tier=False)
     recs, results = evaluate(h, Expect(recovered_from="memory", max_lost_steps=5, optional=["recovered_from"]))
     by = {r.name: r for r in results}
-    assert set(by) == {"recovered_from", "max_lost_steps"} and len(recs) == 1
+    assert set(by) == {"recovered_from", "max_lost_steps", "ending"} and len(recs) == 1
     assert by["recovered_from"].status == "not_evaluated" and by["recovered_from"].optional
     assert not by["recovered_from"].blocking and not by["max_lost_steps"].blocking
     _, results = evaluate(h, Expect(recovered_from="memory"))

@@ -35,7 +35,7 @@ def test_passing_run_writes_the_record(tmp_path):
     r = out.result
     assert out.exit_code == 0, [c for c in r.checks if c.blocking]
     assert r.verdict == "passed" and {c.name for c in r.checks} == {
-        "recovered_from", "max_lost_steps", "world_size_after", "max_recovery_seconds", "reaches_step", "fault:f1"}
+        "recovered_from", "max_lost_steps", "world_size_after", "max_recovery_seconds", "reaches_step", "fault:f1", "ending"}
     assert cluster.calls[:2] == ["up", "start_training"] and cluster.calls[-2:] == ["collect", "down"]
     assert "kill_node node-2" in cluster.calls
     (f,) = r.faults
@@ -166,3 +166,50 @@ def test_slurm_allocation_settings_come_from_the_scenario_and_the_cli_overrides(
                                slurm={"partition": "gpu", "gpus_per_node": 8})).run()
     assert got == {"backend": "slurm", "partition": "gpu", "time_limit": "0:20:00", "sbatch_options": ["--qos=low"],
                    "gpus_per_node": 8}
+
+
+class StallsWhenPaused(FakeCluster):
+    """pause_node stops every rank's progress for good (a job stuck in a collective after an outage
+    the harness healed); nothing restarts, nothing logs a fatal error."""
+
+    def pause_node(self, node):
+        super().pause_node(node)
+        self.stall = True
+
+    def _emit(self, node, rank, world, restart, pid, event, **kw):
+        if event == "step" and getattr(self, "stall", False):
+            return
+        super()._emit(node, rank, world, restart, pid, event, **kw)
+
+
+def run_stalling(tmp_path, expect):
+    data = {**BASE, "faults": [{"at": {"step": 20}, "pause_node": {"node": "node-1"}, "duration_s": 0.3}],
+            "expect": expect, "run": {"timeout_s": 30, "stuck_after_s": 1.5}}
+    s = parse_scenario(data, "fake.yaml")
+    return Runner(s, None, RunOptions(backend="fake", report_dir=tmp_path, poll_s=0.02,
+                                      cluster_factory=lambda b, spec: StallsWhenPaused(spec))).run()
+
+
+def test_a_run_that_hung_fails_although_every_check_passed(tmp_path):
+    out = run_stalling(tmp_path, {"no_restart": True, "no_fatal": True})
+    r = out.result
+    by = {c.name: c for c in r.checks}
+    assert by["no_restart"].status == "passed" and by["no_fatal"].status == "passed"
+    assert r.ending == "stuck" and r.stop_reason.startswith("stuck")
+    assert by["ending"].status == "failed" and "ends: stuck" in by["ending"].reason
+    assert r.verdict == "failed" and out.exit_code == 1
+    assert json.loads((out.run_dir / "result.json").read_text())["ending"] == "stuck"
+
+
+def test_a_story_about_a_hang_expects_it(tmp_path):
+    out = run_stalling(tmp_path, {"no_restart": True, "ends": "stuck"})
+    by = {c.name: c for c in out.result.checks}
+    assert by["ending"].status == "passed" and out.result.ending == "stuck"
+    assert by["fault:f1"].status == "passed" and "did not resume" in by["fault:f1"].reason
+    assert out.exit_code == 0, [(c.name, c.status, c.reason) for c in out.result.checks]
+
+
+def test_a_normal_run_records_its_ending(tmp_path):
+    out, _ = run(tmp_path)
+    assert out.result.ending == "reached_step" and out.exit_code == 0
+    assert {c.name: c.status for c in out.result.checks}["ending"] == "passed"

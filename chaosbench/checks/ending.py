@@ -1,0 +1,47 @@
+"""How the run ended, as a check: a run that hung, timed out or lost every node never passes.
+
+The runner records the ending in harness.json (`ending`, with `stop_reason` in words): the normal
+endings are `reached_step` (expect.reaches_step reached, every fault done and settled) and
+`completed` (no step target; every node exited 0). Any other ending fails the run, whatever the
+other checks say, unless the scenario names it (`expect: {ends: stuck}` for a story about a hang).
+A history without a run record (no harness.json) has no ending to judge: no check.
+"""
+from __future__ import annotations
+
+from chaosbench.checks.base import failed, passed
+from chaosbench.checks.history import History
+from chaosbench.result import CheckResult, Recovery
+from chaosbench.scenario.model import Expect
+
+NORMAL = ("reached_step", "completed")
+# stop_reason prefixes of runs recorded before `ending` was written
+_BY_PREFIX = (("reached step", "reached_step"), ("timeout", "timeout"), ("stuck", "stuck"),
+              ("every node exited", "nodes_exited"))
+
+
+def ending_of(h: History) -> str | None:
+    ending = h.harness.get("ending")
+    if ending:
+        return str(ending)
+    stop = str(h.harness.get("stop_reason") or "")
+    return next((e for prefix, e in _BY_PREFIX if stop.startswith(prefix)), None)
+
+
+def run_ending(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    if "stop_reason" not in h.harness and "ending" not in h.harness:
+        return None
+    name = "ending"
+    ending = ending_of(h)
+    want = e.ends
+    expected = want or " or ".join(NORMAL)
+    stop = h.harness.get("stop_reason") or "no stop reason recorded"
+    if ending is None:
+        return failed(name, expected, None, f"the run's ending is unknown ({stop})")
+    if ending == "error":
+        return failed(name, expected, ending, f"the harness broke: {stop}")
+    ok = ending == want if want else ending in NORMAL
+    if ok:
+        return passed(name, expected, ending, f"the run ended {ending}" + ("" if want is None else " as expected")
+                      + f": {stop}")
+    hint = "" if want else f"; a scenario about this ending says `expect: {{ends: {ending}}}`"
+    return failed(name, expected, ending, f"the run ended {ending}, expected {expected}: {stop}{hint}")
