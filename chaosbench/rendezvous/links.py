@@ -72,13 +72,15 @@ class PeerLinks:
     """``PeerLinks(host, on_lost, on_silent).start()``; ``link(node, "ip:port", token)`` for each peer
     seen; ``on_lost(node, token)`` runs (on the links thread) when an established link to it breaks,
     ``on_silent(node, token)`` when it has been silent for `silence` seconds (again every `silence`
-    seconds while it stays silent)."""
+    seconds while it stays silent), ``on_linked(node, token)`` once a connect to it succeeded."""
 
     def __init__(self, host: str, on_lost: Callable[[str, object], None],
                  on_silent: Callable[[str, object], None] | None = None, beat: float = 0.2,
-                 silence: float = 1.2, connect_timeout: float = 1.0):
+                 silence: float = 1.2, connect_timeout: float = 1.0,
+                 on_linked: Callable[[str, object], None] | None = None):
         self._on_lost = on_lost
         self._on_silent = on_silent
+        self._on_linked = on_linked      # a link is up (again): a peer once lost may be back
         self.beat, self.silence = beat, silence
         self._heard: dict[socket.socket, float] = {}   # every link's last byte received
         self._quiet: dict[socket.socket, float] = {}   # outgoing link -> when its silence was last reported
@@ -149,6 +151,8 @@ class PeerLinks:
                 self._todo.append(("drop", old[0], None))
             self._todo.append(("add", sock, node))
         self._wake()
+        if self._on_linked is not None:
+            self._on_linked(node, token)
 
     def _wake(self) -> None:
         try:
