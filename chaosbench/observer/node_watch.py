@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import signal
@@ -169,10 +170,15 @@ class Watcher:
             worker = self._live_worker(local_rank)
         if worker is None:
             return
-        fields = {"step": int(m.group("step"))}
+        step = _step(m)
+        if step is None:   # the regex matched something that is no step number: not progress
+            return
+        fields = {"step": step}
         if "loss" in m.re.groupindex and m.group("loss") is not None:
             try:
-                fields["loss"] = float(m.group("loss"))
+                loss = float(m.group("loss"))
+                if math.isfinite(loss):   # NaN/inf would not be valid JSON for the readers
+                    fields["loss"] = loss
             except ValueError:
                 pass
         self._emit_worker("step", worker, **fields)
@@ -197,6 +203,19 @@ class Watcher:
         self._emit_agent("rendezvous_done", restart_count=_int(f.get("restart_count")),
                          nodes=_int(f.get("group_world_size")), world_size=int(sizes[0]) if sizes else None,
                          group_rank=_int(f.get("group_rank")))
+
+
+MAX_STEP = 10 ** 15   # beyond any real step count: a match this large is not a step
+
+
+def _step(m: re.Match) -> int | None:
+    """The match's `step` group as a step number, or None (no such group, not an integer, negative,
+    implausibly large: int() of a 5,000-digit string raises, and would have killed the watcher)."""
+    try:
+        step = int(m.group("step"))
+    except (IndexError, TypeError, ValueError):
+        return None
+    return step if 0 <= step <= MAX_STEP else None
 
 
 def _int(v, default: int = 0) -> int:
@@ -230,7 +249,10 @@ def main(argv: list[str] | None = None) -> int:
     for raw in iter(proc.stdout.readline, b""):
         out.write(raw)
         out.flush()
-        w.line(raw.decode(errors="replace").rstrip("\r\n"))
+        try:
+            w.line(raw.decode(errors="replace").rstrip("\r\n"))
+        except Exception as e:   # reading a line must never stop the output and the signals going through
+            print(f"chaosbench node watcher: line not recorded: {type(e).__name__}: {e}", file=sys.stderr)
     code = proc.wait()
     w.scan()
     w._emit_agent("launcher_exit", exit_code=code)

@@ -43,8 +43,20 @@ class EventTail:
 
 
 def parse_lines(lines, rejected: list[str] | None = None) -> list[dict]:
-    """Event lines (objects with an "event" key); torn lines skipped."""
-    return parse_jsonl(lines, require="event", rejected=rejected)
+    """Event lines (objects with an "event" key); torn lines skipped. An event without `ts` breaks the
+    contract (every reader orders and windows events by it): left out and described in `rejected`."""
+    lines = list(lines)
+    out = parse_jsonl(lines, require="event", rejected=rejected)
+    if all("ts" in e for e in out):
+        return out
+    kept = []   # find the line numbers of the ones without ts, for the event_contract check
+    for i, line in enumerate(lines, 1):
+        for e in parse_jsonl([line], require="event"):
+            if "ts" in e:
+                kept.append(e)
+            elif rejected is not None:
+                rejected.append(f"line {i}: field 'ts' is missing")
+    return kept
 
 
 def read_events(events_dir: Path, rejected: list[str] | None = None) -> list[dict]:

@@ -87,3 +87,19 @@ def test_steps_a_process_reports_itself_are_not_counted_twice(tmp_path):
         (ev / name).write_text("".join(json.dumps(e) + "\n" for e in evs))
     h = History.load(tmp_path)
     assert sorted((e["pid"], bool(e.get("observed"))) for e in h.of("step")) == [(5, False), (6, True)]
+
+
+def test_watcher_survives_any_progress_match_and_keeps_forwarding(tmp_path):
+    """A regex whose `step` group matches a non-number, a negative one or one too large to be a step:
+    the line is passed over (the watcher forwards the node's signals and output and must never die
+    on a user's regex); a loss that is no finite number is left out; a repeated step is recorded
+    (the checks judge repeats)."""
+    from chaosbench.observer.node_watch import Watcher
+    w = Watcher(os.getpid(), str(tmp_path), "node-0", r"step (?P<step>\S+)( loss (?P<loss>\S+))?")
+    w.workers[4242] = {"node": "node-0", "rank": 0, "local_rank": 0, "world_size": 1, "restart_count": 0,
+                       "pid": 4242, "run_id": "r"}
+    for text in ("step abc", "step 1 loss 0.5", "step 9" * 2000, "step 1" + "0" * 40, "step -3",
+                 "step 2 loss nan", "step 2 loss 0.4", "step 3 loss inf", "[default0]:step x.y"):
+        w.line(text)
+    rows = [json.loads(x) for x in (tmp_path / "events-node-0-local0-observed.jsonl").read_text().splitlines()]
+    assert [(r["step"], r.get("loss")) for r in rows] == [(1, 0.5), (2, None), (2, 0.4), (3, None)]

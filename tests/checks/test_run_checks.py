@@ -190,3 +190,22 @@ def test_reaches_step_without_any_step_says_what_it_needs():
                "world_size": 1, "restart_count": 0, "observed": True}
     res = run(reaches_step, History(events=[watched]), reaches_step=5)
     assert res.status == "not_evaluated" and "trainer.progress" in res.reason
+
+
+def test_an_event_line_without_ts_fails_the_event_contract_instead_of_crashing(tmp_path):
+    """`ts` is required (docs/events.md): a line without it is left out and said, never a KeyError."""
+    from chaosbench.checks import evaluate
+    from .synth import node_loss
+    h0 = node_loss()
+    (tmp_path / "events").mkdir()
+    lines = [json.dumps(e) for e in h0.events if e["node"] == "node-0"]
+    lines.insert(3, json.dumps({"event": "checkpoint_saved", "node": "node-0", "rank": 0, "local_rank": 0,
+                                "tier": "memory", "step": 3}))
+    (tmp_path / "events" / "events-node-0-local0.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "faults.jsonl").write_text(json.dumps({"ts": h0.faults[0].injected_at, "id": "f1",
+                                                       "action": "inject", "fault": "kill_node", "target": "node-2"}))
+    h = History.load(tmp_path)
+    assert all("ts" in e for e in h.events)
+    _, results = evaluate(h, Expect(recovered_from="memory", max_lost_steps=5, reaches_step=10))
+    (bad,) = [r for r in results if r.name == "event_contract"]
+    assert bad.status == "failed" and "line 4: field 'ts' is missing" in bad.reason
