@@ -292,6 +292,13 @@ def doctor(ctx: typer.Context):
     raise typer.Exit(doctor_main(ctx.args))
 
 
+@app.command(context_settings=_PASSTHROUGH)
+def forecast(ctx: typer.Context):
+    """Forecast goodput at fleet scale from measured runs: RUN_DIR... --gpus N --days D --failures PRESET|FILE; --help for all options."""
+    from chaosbench.forecast.cli import main as forecast_main
+    raise typer.Exit(forecast_main(ctx.args))
+
+
 export_app = typer.Typer(help="Export a scenario's cluster for other platforms.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
 
