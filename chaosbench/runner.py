@@ -34,6 +34,7 @@ from chaosbench.result import (ClusterShape, FaultRecord, RunResult, ScenarioRef
 from chaosbench.scenario import Scenario, load_scenario
 from chaosbench.scenario.loader import resolve_trainer_config, resolve_workdir
 from chaosbench.scenario.schedule import Schedule
+from chaosbench.scenario.names import fault_file_name
 
 EXIT = {"passed": 0, "failed": 1, "error": 3}
 
@@ -381,10 +382,24 @@ class Runner:
         (self.run_dir / "checkpoints.json").write_text(json.dumps(inventory_of(cluster, nodes), indent=1))
 
     def _explain_exits(self) -> None:
-        """A run that stopped with every node gone, or stuck, says why it may have: the last exception
-        line of the first node log that has one (a job that cannot start restarts until then)."""
+        """A run that stopped with every node gone, or stuck, names its root cause across nodes
+        (chaosbench/diagnosis): the first failure in time and its error, the node whose workers failed
+        with it restart after restart; a peer's connection error that followed is a consequence, not
+        the cause. Without a failure in the logs: the last exception line of the first log that has one."""
         stop = self.harness.get("stop_reason") or ""
         if not stop.startswith(("every node exited", "stuck")):
+            return
+        try:
+            from chaosbench.diagnosis.record import RunRecord
+            from chaosbench.diagnosis.rootcause import root_cause
+            cause = root_cause(RunRecord.load(self.run_dir))
+        except Exception as e:   # the verdict stands without it; say why the cause is missing
+            cause = None
+            self.say(f"root cause not found: {type(e).__name__}: {e}")
+        if cause is not None:
+            self.harness["stop_reason"] = f"{stop}; root cause: {cause.summary}"
+            self.harness["root_cause"] = {"node": cause.node, "error": cause.error, "repeats": cause.repeats,
+                                          "first_failure_at": cause.first_failure_at}
             return
         for log in sorted((self.run_dir / "logs").glob("node-*.log")):
             why = last_error(log)
@@ -396,7 +411,7 @@ class Runner:
         """What the harness itself sees on the nodes right after a fault acted, taken in the
         background so the schedule (a heal due at once) is not delayed; the restore cross-check
         holds the trainer's checkpoint_loaded claims against it."""
-        path = self.run_dir / "inventories" / f"{fault_id.replace('#', '-')}.json"
+        path = self.run_dir / "inventories" / fault_file_name(fault_id)   # refuses a path-like id
 
         def take():
             try:

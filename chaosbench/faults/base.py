@@ -14,15 +14,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class FaultParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# A node a scenario names reaches container names, srun --nodelist lookups and shell words on the
+# backends: only the names the harness itself gives ('node-N') pass, whatever path a fault came by.
+NODE_NAME = r"^(random|node-[0-9]{1,5})$"
+PEER_NAME = r"^(node-[0-9]{1,5}|etcd|s3|proxy|toxiproxy)$"
+
+
 class NodeParams(FaultParams):
-    node: str = "random"   # 'node-N', or 'random' (chosen with the run's seed among current nodes)
+    node: str = Field("random", pattern=NODE_NAME)   # 'node-N', or 'random' (chosen with the run's seed)
 
 
 class FaultLog:

@@ -1,19 +1,20 @@
 """Network faults: silent partition, loud disconnect, and degraded etcd/S3 links via the fault proxy."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from chaosbench.faults.base import Fault, FaultParams
+from chaosbench.faults.base import NODE_NAME, PEER_NAME, Fault, FaultParams
 from chaosbench.faults.proxy_api import proxy_client
 from chaosbench.faults.registry import register
 
 
 class NetParams(FaultParams):
-    node: str | None = "random"
-    nodes: list[str] | None = None   # a minority of nodes at once (overrides node)
-    peers: list[str] | None = None   # partition only: cut these peers (default: everyone else)
+    # names reach iptables scripts and host lookups on the nodes: only harness-given names pass (base.py)
+    node: str | None = Field("random", pattern=NODE_NAME)
+    nodes: list[Annotated[str, Field(pattern=NODE_NAME)]] | None = None   # a minority of nodes at once (overrides node)
+    peers: list[Annotated[str, Field(pattern=PEER_NAME)]] | None = None   # partition only: cut these peers (default: everyone else)
 
 
 class _NodesFault(Fault):

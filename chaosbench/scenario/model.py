@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaosbench.cluster.launch import keep_alive_problem
+from chaosbench.scenario import names
 
 Tier = Literal["memory", "nvme", "s3"]
 Backend = Literal["auto", "docker", "local", "slurm"]
@@ -46,6 +47,23 @@ class SlurmCfg(Strict):
     sbatch_options: list[str] = Field(default_factory=list)   # verbatim, e.g. ["--qos=debug"]
     services: Literal["harness", "node"] | None = None   # where etcd/S3/proxy run (default: harness)
 
+    @field_validator("partition", "account")
+    @classmethod
+    def _slurm_name(cls, v: str | None):
+        if v is not None and names.bad(names.SLURM_NAME, v):
+            raise ValueError(f"{v!r} is not a Slurm partition/account name: use A-Z a-z 0-9 _ . , : + - "
+                             f"(a comma list for several)")
+        return v
+
+    @field_validator("sbatch_options")
+    @classmethod
+    def _options_only(cls, v: list[str]):
+        for opt in v:
+            if not opt.startswith("-") or "\n" in opt:
+                raise ValueError(f"sbatch option {opt!r} is not an option: give each as '--name=value' "
+                                 f"(e.g. '--qos=debug'), one per list item")
+        return v
+
     def options(self) -> dict:
         """Keyword arguments for SlurmCluster, the ones set only."""
         return {k: v for k, v in {"partition": self.partition, "account": self.account, "time_limit": self.time,
@@ -67,6 +85,26 @@ class ClusterCfg(Strict):
     warm_start: bool = True   # reference trainer: workers fork from a node-local server with torch imported
     env: dict[str, str] = Field(default_factory=dict)
     slurm: SlurmCfg = Field(default_factory=SlurmCfg)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]):
+        # keys become `env K=V` words (Slurm), docker environment keys and os.environ keys
+        for key in v:
+            if names.bad(names.ENV_KEY, key):
+                raise ValueError(f"environment variable name {key!r} is not valid: use letters, digits and _, "
+                                 f"not starting with a digit (e.g. NCCL_DEBUG)")
+        return v
+
+    @field_validator("rdzv_timeouts")
+    @classmethod
+    def _conf_keys(cls, v: dict):
+        # joined into torchrun's --rdzv-conf k=v,k=v: a ',' or '=' in a key would set other keys
+        for key in v:
+            if names.bad(names.CONF_KEY, key):
+                raise ValueError(f"rdzv_timeouts key {key!r} is not a torchrun rdzv-conf name: use a-z 0-9 _ "
+                                 f"(e.g. last_call_timeout)")
+        return v
 
     @model_validator(mode="after")
     def _bounds(self):
@@ -114,6 +152,39 @@ class TrainerCfg(Strict):
     progress: ProgressCfg | None = None
     checkpoint_dir: Literal["nvme", "memory"] = "nvme"   # where $CHAOSBENCH_CHECKPOINT_DIR points
     command: list[str] | None = None   # raw escape hatch: argv each node runs instead of torchrun + trainer
+
+    @field_validator("image")
+    @classmethod
+    def _image_ref(cls, v: str | None):
+        if v is not None and names.bad(names.DOCKER_IMAGE, v):   # an argv word of docker run: never an option
+            raise ValueError(f"trainer.image {v!r} is not a docker image reference: give name[:tag] "
+                             f"(e.g. me/train:1), starting with a letter or digit")
+        return v
+
+    @field_validator("module")
+    @classmethod
+    def _module_name(cls, v: str | None):
+        if v is not None and names.bad(names.PY_MODULE, v):    # follows torchrun's -m: never an option
+            raise ValueError(f"trainer.module {v!r} is not a python module name: give dotted identifiers "
+                             f"(e.g. my_pkg.train)")
+        return v
+
+    @field_validator("script")
+    @classmethod
+    def _script_path(cls, v: str | None):
+        if v is not None and (v.startswith("-") or "\n" in v or "\0" in v):   # torchrun would read it as an option
+            raise ValueError(f"trainer.script {v!r} must be a file path relative to trainer.workdir "
+                             f"(e.g. train.py), not starting with '-'")
+        return v
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir_path(cls, v: str | None):
+        # docker mounts it as 'host:container:ro': a ':' or ',' would change the mount
+        if v is not None and any(c in v for c in ":,\n\0"):
+            raise ValueError(f"trainer.workdir {v!r} contains ':', ',' or a control character, which a docker "
+                             f"volume cannot mount: rename the directory or use a symlink without them")
+        return v
 
     @field_validator("overrides")
     @classmethod
@@ -208,6 +279,15 @@ class FaultEntry(Strict):
     duration_s: float | None = Field(None, ge=0, description="heal after this long (None: never, or at once "
                                      "for one-shot faults)")
     repeat: Repeat | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _safe_id(cls, v: str | None):
+        if v is not None:   # it names files under the run directory (inventories/<id>.json)
+            problem = names.fault_id_problem(v)
+            if problem:
+                raise ValueError(problem)
+        return v
 
     @model_validator(mode="before")
     @classmethod
