@@ -109,7 +109,8 @@ def degraded_s(rec: dict, steps: list[dict], rate: float | None, next_fault_at: 
     t_a = rec.get("first_step_at")
     if not rate or t_a is None or not steps:
         return 0.0
-    at, last = _progress_fn(steps)
+    # progress of this round only: steps redone after the rollback are the recomputation phase
+    at, last = _progress_fn([s for s in steps if s.get("ts") is not None and s["ts"] >= t_a])
     t_b = t_a + DEGRADED_WINDOW_S
     before, after = rec.get("world_size_before"), rec.get("world_size_after")
     if before and after and after < before:   # still shrunk: the window lasts until the old size trains again
