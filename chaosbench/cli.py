@@ -130,6 +130,20 @@ def _summary(outcomes) -> None:
                   str(o.run_dir / "report.html" if (o.run_dir / "report.html").exists() else o.run_dir))
         if r.error:
             lines.append(f"[magenta]{r.scenario.name}: harness error[/magenta] {escape(r.error)}")
+        # what broke and what to change, first (chaosbench/diagnosis; written with the report)
+        from chaosbench.diagnosis import load as load_diagnosis
+        d = load_diagnosis(o.run_dir) or {}
+        cause = [f for f in d.get("findings") or [] if f.get("severity") == "cause"]
+        rc = d.get("root_cause") if r.verdict != "passed" else None
+        if rc and not cause:
+            lines.append(f"[red]{r.scenario.name}: root cause[/red] " + escape(str(rc.get("summary"))))
+        first = (cause or d.get("findings") or [None])[0]
+        if first:
+            more = len(d.get("findings") or []) - 1
+            lines.append(f"[{'red' if first.get('severity') == 'cause' else 'yellow'}]{r.scenario.name}: to fix[/] "
+                         + escape(f"{first.get('title')} Change: {first.get('fix')}")
+                         + (escape(f" Expected: {first['effect']}") if first.get("effect") else "")
+                         + (f" [dim](+{more} more in the report's 'What to fix')[/dim]" if more > 0 else ""))
         for c in r.checks:
             if c.status != "passed":
                 tag = "FAILED" if c.status == "failed" else "NOT EVALUATED" + (" (optional)" if c.optional else "")

@@ -58,8 +58,9 @@ def _diagnose(args) -> int:
                        "closed": runs[0].closed, "heartbeat_age_s": runs[0].heartbeat_age_s} if runs else
                       {"error": f"no rendezvous state for run id {args.run_id or run_dir.name!r} in etcd {host}"})
     d = diagnose_run(run_dir, no_progress_timeout_s=args.timeout, expected_nodes=args.nodes, rendezvous=rendezvous)
+    found = _findings(run_dir)
     if args.json:
-        print(json.dumps(d.to_dict(), indent=2, default=str))
+        print(json.dumps({**d.to_dict(), "diagnosis": found}, indent=2, default=str))
     else:
         from rich.console import Console
         from rich.markup import escape
@@ -70,7 +71,36 @@ def _diagnose(args) -> int:
             c.print(f"  - {escape(line)}")
         if d.fix:
             c.print(f"[bold]fix:[/bold] {escape(d.fix)}")
+        render_findings(c, found)
     return 1 if d.stuck or d.phase == "failed" else 0
+
+
+def _findings(run_dir: Path) -> dict | None:
+    """What broke and what to change (chaosbench/diagnosis), from the recorded run dir, live or finished."""
+    try:
+        from chaosbench.diagnosis import diagnose
+        return diagnose(run_dir).to_dict()
+    except Exception as e:   # the stuck/phase diagnosis above stands without it
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
+def render_findings(c, found: dict | None) -> None:
+    from rich.markup import escape
+    if not found or found.get("error"):
+        c.print(f"[yellow]findings not available: {escape(str((found or {}).get('error')))}[/yellow]")
+        return
+    rc = found.get("root_cause")
+    if rc:
+        c.print(f"[bold]root cause:[/bold] {escape(str(rc.get('summary')))}")
+    if not found.get("findings"):
+        c.print("[green]what to fix: no finding (no rule found its evidence in this run)[/green]")
+    for f in found.get("findings") or []:
+        c.print(f"[{'red' if f.get('severity') == 'cause' else 'yellow'}][bold]what to fix:[/bold][/] {escape(f['title'])}")
+        for e in f.get("evidence") or []:
+            c.print(f"  - {escape(str(e.get('source')))}: {escape(str(e.get('text'))[:200])}")
+        c.print(f"  [bold]change:[/bold] {escape(f['fix'])}")
+        if f.get("effect"):
+            c.print(f"  [bold]expected:[/bold] {escape(f['effect'])}")
 
 
 def main(argv=None) -> int:

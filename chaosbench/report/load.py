@@ -39,6 +39,7 @@ class RunDir:
     logs: list[TextFile] = field(default_factory=list)
     faults_log: list[dict[str, Any]] = field(default_factory=list)
     exits: Any = None
+    diagnosis: dict[str, Any] | None = None   # diagnosis.json (chaosbench/diagnosis): what broke, what to change
 
     def parse_events(self) -> dict[str, list[dict[str, Any]]]:
         """file name -> parsed lines; only needed (and paid for) when result.json has no timeline."""
@@ -124,6 +125,13 @@ def load_run_dir(run_dir: str | Path) -> RunDir:
     faults_path = run_dir / "faults.jsonl"
     if faults_path.is_file():
         run.faults_log = parse_jsonl(faults_path.read_text(encoding="utf-8", errors="replace").splitlines())
+    diag_path = run_dir / "diagnosis.json"
+    if diag_path.is_file():
+        try:
+            d = json.loads(diag_path.read_text(encoding="utf-8"))
+            run.diagnosis = d if isinstance(d, dict) else None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            run.diagnosis = None  # the section says the diagnosis is missing; the rest renders
     exits_path = run_dir / "exits.json"
     if exits_path.is_file():
         try:

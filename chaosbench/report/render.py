@@ -33,7 +33,13 @@ def _write(path: Path, text: str) -> Path:
 
 
 def render_run(run_dir: str | Path) -> Path:
-    """Write run_dir/report.html and run_dir/junit.xml from result.json, events/ and logs/."""
+    """Write run_dir/diagnosis.json, run_dir/report.html and run_dir/junit.xml from result.json, events/ and logs/."""
+    load_result(Path(run_dir))          # bad input is named before anything is written
+    try:
+        from chaosbench.diagnosis import write as write_diagnosis
+        write_diagnosis(run_dir)        # a pure function of the run dir: re-rendering re-diagnoses
+    except Exception:                   # the report stands without it; its section says it is missing
+        pass
     run = load_run_dir(run_dir)
     try:
         html = _env().get_template("report.html.j2").render(**build_context(run))

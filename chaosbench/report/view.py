@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from .chart import TIERS, build_chart
 from .load import RunDir
@@ -196,6 +197,30 @@ def held_files(run_dir: Path, t0: float | None) -> list[dict[str, Any]]:
     return out
 
 
+def _log_link(ev: dict[str, Any]) -> str | None:
+    """'#q=<text>': the logs view filtered to the evidence line (the report's own filter, see the template)."""
+    if not ev.get("log") or not ev.get("text"):
+        return None
+    return "#q=" + quote(str(ev["text"])[:80], safe="")
+
+
+def what_to_fix(diagnosis: dict[str, Any] | None, verdict: str) -> dict[str, Any] | None:
+    """The report's first section: the root cause (for a run that did not pass) and each finding with its
+    evidence (linked into the logs view), the change and its expected effect. None: no diagnosis file."""
+    if not isinstance(diagnosis, dict):
+        return None
+    findings = []
+    for f in diagnosis.get("findings") or []:
+        if not isinstance(f, dict):
+            continue
+        ev = [{**e, "link": _log_link(e)} for e in f.get("evidence") or [] if isinstance(e, dict)]
+        findings.append({**f, "evidence": ev})
+    rc = diagnosis.get("root_cause") if isinstance(diagnosis.get("root_cause"), dict) else None
+    if rc:
+        rc = {**rc, "evidence": [{**e, "link": _log_link(e)} for e in rc.get("evidence") or [] if isinstance(e, dict)]}
+    return {"root_cause": rc if verdict != "passed" else None, "findings": findings}
+
+
 def build_context(run: RunDir) -> dict[str, Any]:
     r = with_defaults(run.result)
     faults_recovered = not r["faults"] and bool(run.faults_log)
@@ -214,6 +239,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
     more_failing = max(0, len(failing) - MAX_HEADLINE_CHECKS)
     return {
         "r": r,
+        "fix": what_to_fix(run.diagnosis, verdict_of(r)),
         "run_id": r.get("run_id") or run.path.name,
         "scenario": scenario,
         "verdict": verdict_of(r),

@@ -140,4 +140,4 @@ def test_a_job_that_cannot_start_says_why_in_the_stop_reason(tmp_path):
     out = run(tmp_path, "cannot_start", ["--no-such-flag"], stuck=20)
     stop = json.loads((out.run_dir / "harness.json").read_text())["stop_reason"]
     assert out.exit_code == 1 and stop.startswith(("every node exited", "stuck")), stop
-    assert "last exception in node-0's log: " in stop and "unrecognized arguments: --no-such-flag" in stop, stop
+    assert "root cause: " in stop and "unrecognized arguments: --no-such-flag" in stop, stop
