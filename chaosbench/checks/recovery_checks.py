@@ -4,6 +4,7 @@ from __future__ import annotations
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.evidence import contradictions
 from chaosbench.checks.history import History
+from chaosbench.checks.observed import NOT_INFERRED
 from chaosbench.checks.stalls import resumptions
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
@@ -30,9 +31,12 @@ def preconditions(name: str, expected, h: History, recs: list[Recovery],
         return failed(name, expected, None, f"after fault(s) {', '.join(broken)} workers restarted "
                                             "but never completed a training step")
     if restore:
-        unseen = [r.fault_id for r in recs if r.restored_step is None and not r.problems]
-        if unseen:
-            return not_evaluated(name, expected, f"after {', '.join(unseen)}: {NO_RESTORE}")
+        unseen = [r for r in recs if r.restored_step is None and not r.problems]
+        if unseen:   # observation that could not tell the restore says why (observed.py)
+            why = [f"after {r.fault_id}: restore {r.source}" for r in unseen
+                   if (r.source or "").startswith(NOT_INFERRED)]
+            return not_evaluated(name, expected, "; ".join(why) if why else
+                                 f"after {', '.join(r.fault_id for r in unseen)}: {NO_RESTORE}")
         observed = ", ".join(f"{r.tier}@{r.restored_step}" for r in recs)
         bad = [f"after {r.fault_id}: {'; '.join(r.problems)}" for r in recs if r.problems]
         if bad:
@@ -170,15 +174,37 @@ def world_sizes(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | No
 
 
 def _short_segments(h: History) -> list[str]:
-    """A world size is a claim: in each stretch of steps at size N, N distinct ranks must have trained."""
-    out, ws, ranks = [], None, set()
-    for ev in h.of("step") + [{"world_size": None}]:
+    """A world size is a claim: in each stretch of steps at size N, N distinct ranks must have trained.
+    Steps only the node watcher saw (a job without events) carry the size torchrun gave the worker,
+    and a job often prints from rank 0 only: there the worker processes the watcher saw running at
+    that size during the stretch count as its ranks."""
+    segs: list[list] = []   # [world size, ranks, first ts, last ts, all observed]
+    for ev in h.of("step"):
         size = ev.get("world_size")
-        if size is None and "event" in ev:
+        if size is None:
             continue
-        if size != ws:
-            if ws is not None and len(ranks) < int(ws):
-                out.append(f"world size {ws} claimed while {len(ranks)} rank(s) trained")
-            ws, ranks = size, set()
-        ranks.add((ev.get("node"), ev.get("local_rank")))
+        if not segs or segs[-1][0] != size:
+            segs.append([size, set(), ev["ts"], ev["ts"], True])
+        seg = segs[-1]
+        seg[1].add((ev.get("node"), ev.get("local_rank")))
+        seg[3], seg[4] = ev["ts"], seg[4] and bool(ev.get("observed"))
+    spans = _worker_spans(h) if any(s[4] for s in segs) else []
+    out = []
+    for ws, ranks, t_first, t_last, observed in segs:
+        if observed:
+            ranks = ranks | {who for size, who, start, end in spans if size == ws and start <= t_last and end >= t_first}
+        if len(ranks) < int(ws):
+            out.append(f"world size {ws} claimed while {len(ranks)} rank(s) trained")
+    return out
+
+
+def _worker_spans(h: History) -> list[tuple]:
+    """(world size, (node, local_rank), start, end) of each worker process the node watcher saw."""
+    out = []
+    for evs in h.by_incarnation().values():
+        start = [e for e in evs if e.get("event") == "worker_start" and e.get("observed")]
+        if start and start[0].get("world_size") is not None:
+            ends = [e["ts"] for e in evs if e.get("event") == "worker_exit"]
+            out.append((start[0]["world_size"], (start[0].get("node"), start[0].get("local_rank")), start[0]["ts"],
+                        min(ends) if ends else float("inf")))
     return out

@@ -105,3 +105,37 @@ def flapping_node() -> History:
     faults = [FaultWindow("f1", "kill_node", "node-2", {"node": "node-2"}, T0 + 2.4, T0 + 6.0),
               FaultWindow("f1#2", "kill_node", "node-2", {"node": "node-2"}, T0 + 9.8, T0 + 14.0)]
     return History(events=events, faults=faults, harness={"training_started_at": T0, "stop_reason": "reached step"})
+
+
+def observed_node_loss(before=range(1, 43), after=range(41, 101), rank0_only=False, noise=()) -> History:
+    """A job without events, seen by the node watcher only. Three nodes print the steps in `before`
+    (0.1 s apart), node-2 is killed 0.05 s after the last; node-0/1 restart (restart 1, world 2) 1 s
+    later and print the steps in `after`. `noise`: (index in `after`, step) lines that match the
+    progress regex but are no step. The agents log their rendezvous rounds (world size 3, then 2)."""
+    def w(t, event, node, rank, world, restart, pid, **kw):
+        return {**ev(t, event, node, rank, world, restart, pid, **kw), "observed": True}
+    events, agents = [], []
+    nodes = ["node-0", "node-1", "node-2"]
+    before, after = list(before), list(after)
+    t_kill = 0.1 * len(before) + 0.05
+    after_steps = list(after)
+    for i, step in sorted(noise, reverse=True):
+        after_steps.insert(i, step)
+    for r, n in enumerate(nodes):
+        agents.append({"ts": T0 - 0.1, "event": "rendezvous_done", "node": n, "world_size": 3, "nodes": 3,
+                       "restart_count": 0, "observed": True})
+        events.append(w(0.0, "worker_start", n, r, 3, 0, 1000 + r))
+        if r == 0 or not rank0_only:
+            events += [w(0.1 * (i + 1), "step", n, r, 3, 0, 1000 + r, step=s) for i, s in enumerate(before)]
+        events.append(w(t_kill + (0.0 if n == "node-2" else 0.5), "worker_exit", n, r, 3, 0, 1000 + r))
+    for r, n in enumerate(nodes[:2]):
+        agents.append({"ts": T0 + t_kill + 0.9, "event": "rendezvous_done", "node": n, "world_size": 2,
+                       "nodes": 2, "restart_count": 1, "observed": True})
+        events.append(w(t_kill + 1.0, "worker_start", n, r, 2, 1, 2000 + r))
+        if r == 0 or not rank0_only:
+            events += [w(t_kill + 2.0 + 0.1 * i, "step", n, r, 2, 1, 2000 + r, step=s)
+                       for i, s in enumerate(after_steps)]
+    events.sort(key=lambda e: e["ts"])
+    faults = [FaultWindow("f1", "kill_node", "node-2", {"node": "node-2"}, T0 + t_kill)]
+    return History(events=events, faults=faults, agent_events=agents,
+                   harness={"training_started_at": T0, "stop_reason": "reached step", "ending": "reached_step"})
