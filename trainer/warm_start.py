@@ -20,6 +20,12 @@ Three roles, all in this stdlib-only module so the client itself starts fast:
           If the client dies (SIGKILL), the child notices through a pidfd and kills itself.
           No server on the node, or it died before forking: the client execs a cold `python -m ...`.
 
+Who may ask: the socket is abstract (no file, so no file permissions), and on the local and Slurm
+backends every process of the host shares its namespace. So the server asks the kernel who connected
+(SO_PEERCRED) and serves only a process of its own uid that descends from the node launcher it was
+started by (torchrun's workers, and their children); anything else is refused and logged, before a
+byte of its request is read. The client's `pid` field must be the connecting process.
+
 Costs and limits (docs/recovery.md): one extra idle process per node holding torch (its pages are
 shared copy-on-write with the workers); the server must never initialise CUDA (it does not: only
 imports), and environment variables a library reads at *import* time come from the node, not from
@@ -32,6 +38,7 @@ import os
 import selectors
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -104,9 +111,41 @@ def node(argv: list[str], preload: str) -> None:
 
 # -- serve -------------------------------------------------------------------------------------
 
+def _parent(pid: int) -> int:
+    """ppid from /proc/<pid>/stat (the name field may hold spaces and ')': read after the last ')')."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+
+
+def descends_from(pid: int, root: int) -> bool:
+    for _ in range(64):                   # a process tree is never this deep; a loop is no proof
+        if pid == root:
+            return True
+        if pid <= 1:
+            return False
+        try:
+            pid = _parent(pid)
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+def peer_problem(conn: socket.socket, root: int) -> str | None:
+    """Why this connection may not start a worker (None: it may): not our uid, or not a process of
+    the node launcher's tree (`root`)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        return f"peer pid {pid} runs as uid {uid}, not {os.getuid()}"
+    if not descends_from(pid, root):
+        return f"peer pid {pid} is not a process of the node launcher's tree (pid {root})"
+    return None
+
+
 class Server:
-    def __init__(self, listener: socket.socket):
+    def __init__(self, listener: socket.socket, root: int | None = None):
         self.listener = listener
+        self.root = os.getppid() if root is None else root   # the launcher (torchrun) that `node` became
         self.children: dict[int, socket.socket] = {}
 
     def preload(self, modules: str) -> None:
@@ -133,11 +172,19 @@ class Server:
     def _spawn(self, conn: socket.socket) -> None:
         fds: list[int] = []
         try:
+            why = peer_problem(conn, self.root)
+            if why:                           # nothing read, nothing run: its fds are never received
+                _log(f"refused: {why}")
+                conn.close()
+                return
             data, fds, _flags, _addr = socket.recv_fds(conn, MAX_MSG, 3)
             req = json.loads(data)
             if len(fds) != 3:
                 raise ValueError(f"expected 3 file descriptors (stdin, stdout, stderr), got {len(fds)}")
-        except (OSError, ValueError) as exc:
+            peer = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[0]
+            if int(req.get("pid", -1)) != peer:
+                raise ValueError(f"request names pid {req.get('pid')}, but pid {peer} connected")
+        except (OSError, ValueError, TypeError, AttributeError) as exc:   # any malformed request
             _log(f"bad request: {exc}")
             for fd in fds:
                 os.close(fd)

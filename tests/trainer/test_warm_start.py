@@ -108,3 +108,90 @@ def test_worker_starts_with_a_fresh_interpreters_signal_handlers(tmp_path):
     cold = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=60).stdout
     assert "int True pipe True term True" in cold
     assert "int True pipe True term True" in out, out
+
+
+# -- who may ask the server for a worker -------------------------------------------------------------
+# A client that does not use `warm_start run`: connects to the socket named in the launcher's env and
+# asks for a worker that creates a marker file. Prints what the server answered.
+ASK = textwrap.dedent("""
+    import json, os, socket, sys
+    name, marker, uid = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if uid:
+        os.setgid(uid); os.setuid(uid)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.connect("\\0" + name)
+    req = {"argv": [marker + ".py"], "env": {}, "cwd": "/", "pid": os.getpid()}   # that script writes the marker
+    s.settimeout(10)
+    try:   # a refusal may close the socket before or after our request is sent
+        socket.send_fds(s, [json.dumps(req).encode()], [0, 1, 2])
+        reply = s.recv(1 << 20)
+    except OSError:
+        reply = b""
+    done = s.recv(1 << 20) if reply else b""   # served: stay until the worker exits (it dies with us)
+    print("ASK", uid, "REPLY" if reply else "REFUSED", reply.decode(), done.decode(), flush=True)
+""")
+
+
+def _ask_setup(tmp_path):
+    """The marker-writing script (world-readable, in a world-readable dir) and the asking client."""
+    d = tmp_path / "open"
+    d.mkdir(mode=0o777)
+    d.chmod(0o777)
+    tmp_path.chmod(0o755)
+    for p in tmp_path.parents:
+        if str(p).startswith("/tmp/") and p != Path("/tmp"):
+            try:
+                p.chmod(p.stat().st_mode | 0o055)
+            except OSError:
+                pass
+    ask = d / "ask.py"
+    ask.write_text(ASK)
+    ask.chmod(0o644)
+    return d, ask
+
+
+def _marker(d, name):
+    m = d / name
+    (d / f"{name}.py").write_text(f"open({str(m)!r}, 'w').write('ran')\n")
+    (d / f"{name}.py").chmod(0o644)
+    return m
+
+
+def test_a_process_of_another_uid_in_the_launcher_tree_is_refused(tmp_path):
+    if os.getuid() != 0:
+        import pytest
+        pytest.skip("needs root to run a client as another uid (uid 65534)")
+    d, ask = _ask_setup(tmp_path)
+    other, mine = _marker(d, "other"), _marker(d, "mine")
+    rc, out = _node(tmp_path, f"""
+        {sys.executable} {ask} "$CHAOSBENCH_WARM_SOCKET" {other} 65534
+        {sys.executable} {ask} "$CHAOSBENCH_WARM_SOCKET" {mine} 0
+    """)
+    assert "ASK 65534 REFUSED" in out, out
+    assert "refused: peer pid" in out and "uid 65534" in out
+    assert not other.exists(), "a process of another uid had the warm server run its code"
+    assert "ASK 0 REPLY" in out and mine.exists(), out          # the same request from our uid is served
+
+
+def test_a_process_outside_the_launcher_tree_is_refused(tmp_path):
+    d, ask = _ask_setup(tmp_path)
+    outside = _marker(d, "outside")
+    name_file = tmp_path / "socket-name"
+    proc = subprocess.Popen([*WS, "node", "--preload", "json", "--", "bash", "-c",
+                             f'echo "$CHAOSBENCH_WARM_SOCKET" > {name_file}; '
+                             f'for i in $(seq 300); do [ -e {tmp_path}/done ] && break; sleep 0.05; done'],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not (name_file.exists() and name_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # this test process is the launcher's parent, not one of its descendants
+        ask_out = subprocess.run([sys.executable, str(ask), name_file.read_text().strip(), str(outside), "0"],
+                                 capture_output=True, text=True, timeout=30).stdout
+    finally:
+        (tmp_path / "done").write_text("")
+        out = proc.communicate(timeout=30)[0]
+    assert "ASK 0 REFUSED" in ask_out, ask_out + out
+    assert "not a process of the node launcher's tree" in out
+    assert not outside.exists()
