@@ -28,6 +28,9 @@ fi
 
 if [ "${CHAOSBENCH_SKIP_IMAGES:-0}" != 1 ] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
   .venv/bin/python -m chaosbench.cluster.images build
-  # the Slurm test cluster's image (tests/slurm), built here rather than inside a test's time limit
-  .venv/bin/python -m chaosbench.cluster.slurm.testcluster build
+  # the Slurm test cluster's image (tests/slurm) only for the test command (`setup.sh --slurm`):
+  # the main job does not use it. Built here rather than inside a test's time limit.
+  if [ "${1:-}" = "--slurm" ]; then
+    .venv/bin/python -m chaosbench.cluster.slurm.testcluster build
+  fi
 fi

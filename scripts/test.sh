@@ -3,7 +3,7 @@
 # (the end-to-end CLI tests, every scenario of the library and the examples' scenarios) on a real cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --slurm
 export PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python
 py=.venv/bin/python
 t0=$(date +%s)
