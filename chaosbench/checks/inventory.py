@@ -92,7 +92,8 @@ def take_inventory(roots: dict[str, tuple[str, Path]], unseen: dict[str, tuple[s
     'unseen'}. A checkpoint is every directory that holds files, or is named like a step
     (`step-00000040`, also when empty); it is published unless its path under the root carries a
     temp marker (`.tmp-step-…`), whatever stray files it holds."""
-    files, ckpts = [], []
+    started = time.time()   # a checkpoint logged after this may have been missed by the walk
+    files, ckpts, looked = [], [], []
     missing = [{"node": label.split("/")[0], "tier": tier, "reason": why} for label, (tier, why) in
                sorted((unseen or {}).items())]
     for label, (tier, root) in sorted(roots.items()):
@@ -100,6 +101,7 @@ def take_inventory(roots: dict[str, tuple[str, Path]], unseen: dict[str, tuple[s
         if not root.is_dir():
             missing.append({"node": label.split("/")[0], "tier": tier, "reason": f"{root} does not exist"})
             continue
+        looked.append(label)
         dirs, errors = set(), []
         for dirpath, subdirs, names in os.walk(root, onerror=errors.append):   # vanished dirs are skipped
             here = Path(dirpath)
@@ -121,6 +123,8 @@ def take_inventory(roots: dict[str, tuple[str, Path]], unseen: dict[str, tuple[s
             if not isinstance(err, FileNotFoundError):
                 missing.append({"node": label.split("/")[0], "tier": tier,
                                 "reason": f"could not read {err.filename}: {err.strerror}"})
+                if label in looked:
+                    looked.remove(label)
         for d in sorted(dirs):
             rel = str(d.relative_to(root))
             if _is_partial(rel):
@@ -138,4 +142,8 @@ def take_inventory(roots: dict[str, tuple[str, Path]], unseen: dict[str, tuple[s
         files += s3.get("files", [])
         ckpts += s3.get("checkpoints", [])
         missing += s3.get("unseen", [])
-    return {"taken_at": time.time(), "files": files, "checkpoints": ckpts, "unseen": missing}
+        if not s3.get("unseen"):
+            looked.append("s3/s3")
+    # looked: the node/tier directories walked whole (an absent checkpoint there is evidence of absence)
+    return {"started_at": started, "taken_at": time.time(), "files": files, "checkpoints": ckpts,
+            "unseen": missing, "looked": looked}

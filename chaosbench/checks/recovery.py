@@ -123,14 +123,23 @@ def _restore_round(rec: Recovery, round_: dict[Incarnation, list[dict]], first_s
     restore (a load of one tier and step, or a fresh start on all), before the step after it.
     Anything else is listed in rec.problems; lost work counts from the lowest restored step."""
     restore: dict[Incarnation, dict] = {}
+    late: list[str] = []   # one process, one clock: a restore logged after the rank trained is no restore of it
     for inc, evs in round_.items():
         got = [e for e in evs if e.get("event") in RESTORE_EVENTS]
-        if got:
+        first = first_step.get(inc)
+        before = [e for e in got if first is None or e["ts"] <= first["ts"]]
+        if before:
+            restore[inc] = before[-1]
+        elif got:
             restore[inc] = got[-1]
+            late.append(f"{_label(inc)} logged its restore {got[-1]['ts'] - first['ts']:.3f} s after its first "
+                        f"step (step {first.get('step')})")
     if not restore:
         return   # nothing to judge: the checks say which event was missing
     rec.restored_at = max(e["ts"] for e in restore.values())
     problems = rec.problems
+    if late:
+        problems.append("restore after training had begun: " + "; ".join(late))
     silent = [inc for inc in round_ if inc not in restore and not _only_observed(round_[inc])]
     if silent:
         problems.append("no checkpoint_loaded or checkpoint_fresh_start from " + ", ".join(map(_label, silent)))

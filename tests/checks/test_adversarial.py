@@ -88,7 +88,7 @@ def test_recovered_from_fails_a_claim_with_no_evidence():
     h.events = [e for e in h.events if not (e["event"] == "checkpoint_saved" and e["step"] == 40)]
     h.inventories["f1"] = {"checkpoints": []}
     r = check(h, "recovered_from", recovered_from="memory")
-    assert r.status == "failed" and "saw no such checkpoint on node-0" in r.reason
+    assert r.status == "failed" and "node-0/local0 claims memory@40" in r.reason and "no such checkpoint" in r.reason
 
 
 def test_recovered_from_accepts_a_claim_backed_only_by_the_inventory(tmp_path):
