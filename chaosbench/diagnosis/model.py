@@ -34,6 +34,7 @@ class RootCause:
     first_failure_at: float | None
     repeats: int = 1                # how many restarts of that node ended with this same error
     consequences: list[str] = field(default_factory=list)   # peers' errors that followed it
+    fault_id: str | None = None     # set when the injected fault started it (the errors are what it did)
     evidence: list[Evidence] = field(default_factory=list)
 
 

@@ -96,7 +96,8 @@ def root_cause(rec: RunRecord) -> RootCause | None:
     error = first.error.text if first.error else f"exit code {first.exitcode} (no exception printed)"
     who = f"{first.node}'s rank {first.local_rank}" if first.local_rank == 0 else \
         f"{first.node}'s local rank {first.local_rank}"
-    if fault and (reaction or not first.error):
+    by_fault = bool(fault and (reaction or not first.error))
+    if by_fault:
         # the injected fault started it: the workers' errors are what it did, not a cause of their own
         summary = (f"the injected fault {fault.get('id')} ({fault.get('type')} {fault.get('target') or ''}".rstrip()
                    + f"); {who} failed after it with: {error}")
@@ -122,4 +123,4 @@ def root_cause(rec: RunRecord) -> RootCause | None:
         ev.append(Evidence(text=f"the same error ended {repeats} consecutive restarts of {first.node}'s workers",
                            source=f"logs/{first.node}.log", log=f"{first.node}.log"))
     return RootCause(summary=summary, node=first.node, error=error, first_failure_at=first.ts, repeats=repeats,
-                     consequences=consequences[:5], evidence=ev)
+                     consequences=consequences[:5], evidence=ev, fault_id=fault.get("id") if by_fault else None)

@@ -218,7 +218,9 @@ def what_to_fix(diagnosis: dict[str, Any] | None, verdict: str) -> dict[str, Any
     rc = diagnosis.get("root_cause") if isinstance(diagnosis.get("root_cause"), dict) else None
     if rc:
         rc = {**rc, "evidence": [{**e, "link": _log_link(e)} for e in rc.get("evidence") or [] if isinstance(e, dict)]}
-    return {"root_cause": rc if verdict != "passed" else None, "findings": findings}
+    # the root cause of a run that did not pass; one that is just the injected fault needs no fixing
+    show = rc if verdict != "passed" and rc and not rc.get("fault_id") else None
+    return {"root_cause": show, "findings": findings}
 
 
 def build_context(run: RunDir) -> dict[str, Any]:

@@ -9,6 +9,7 @@ so each diagnosis rule can be shown a run that has the habit and one that has no
     --pg-timeout S                            the collective timeout (default: torch's own, 30 min on gloo)
     --save-on-sigterm                         save a snapshot when SIGTERM arrives (a preemption notice)
     --print-rank0                             only rank 0 prints progress
+    --events                                  say each save with chaosbench.instrument (checkpoint_saved)
 """
 import argparse
 import datetime
@@ -34,6 +35,7 @@ ap.add_argument("--epoch-restart", action="store_true")
 ap.add_argument("--pg-timeout", type=float, default=None)
 ap.add_argument("--save-on-sigterm", action="store_true")
 ap.add_argument("--print-rank0", action="store_true")
+ap.add_argument("--events", action="store_true")
 a = ap.parse_args()
 
 ckpt_dir = {"ckpt-dir": os.environ.get("CHAOSBENCH_CHECKPOINT_DIR", "ckpt"), "cwd": ".",
@@ -76,6 +78,9 @@ def save(s: int) -> None:
     for old in glob.glob(os.path.join(ckpt_dir, "snapshot-*.pt")):
         if old != path:
             os.remove(old)
+    if a.events:
+        import chaosbench.instrument as cb
+        cb.saved(tier="nvme", step=s, path=path)
 
 
 def on_term(*_):
