@@ -205,8 +205,12 @@ def load_scenario(path: str | Path) -> Scenario:
         mark = getattr(e, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
         raise ScenarioError(source, [f"{where}: not valid YAML: {getattr(e, 'problem', e)}"]) from None
-    lines = _line_map(node) if node is not None else {}
-    scenario = parse_scenario(data, source, lines)
+    try:
+        lines = _line_map(node) if node is not None else {}
+        scenario = parse_scenario(data, source, lines)
+    except RecursionError:   # an anchor whose alias sits inside itself (`&a {node: *a}`): no finite value
+        raise ScenarioError(source, [f"{source}: a YAML alias refers to the node that holds it (recursive "
+                                     "anchor); write the value out"]) from None
     _check_paths(scenario, path, lines, source)
     return scenario
 

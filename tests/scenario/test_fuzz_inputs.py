@@ -3,6 +3,10 @@ and event lines. Bad input must end in the documented error that names the file 
 CLI), never a traceback. Mutations start from real files (the scenario library, the trainer configs,
 a realistic run directory) so they reach deep into validation, not only the YAML parser.
 
+Every other trial is certainly bad (invalid UTF-8, an unknown top-level key, a section that is no
+mapping, a record that is no JSON object) and must be refused: a validator that accepts everything
+fails these tests, not only one that crashes.
+
 TRIALS per input kind is kept small enough for CI (about a second each); FUZZ_TRIALS raises it.
 """
 from __future__ import annotations
@@ -82,55 +86,78 @@ def _variants(rng: random.Random, raw: bytes):
     return yaml.safe_dump(data, allow_unicode=True).encode()
 
 
-def test_bad_scenario_files_end_in_scenario_error(tmp_path, record_property):
+def _certainly_bad(rng: random.Random, raw: bytes) -> tuple[bytes, str]:
+    """A YAML file damaged in a way no loader may accept, and how."""
+    data = yaml.safe_load(raw)
+    how = rng.choice(["utf8", "unknown key", "section"])
+    if how == "utf8":
+        lines = raw.split(b"\n")
+        i = rng.randrange(len(lines))
+        lines[i] = lines[i] + b" #\xff\xfe"
+        return b"\n".join(lines), how
+    if how == "unknown key":
+        data["zz_no_such_key"] = rng.choice(WEIRD)
+    else:
+        data[rng.choice([k for k, v in data.items() if isinstance(v, dict)])] = rng.choice([[1, "a"], "x", 7])
+    return yaml.safe_dump(data, allow_unicode=True).encode(), how
+
+
+def _fuzz_yaml(tmp_path, sources, load, error, prefix):
+    """(refused, certainly bad ones among them); every certainly bad file must be refused naming it."""
     rng = random.Random(SEED)
-    library = sorted((REPO / "scenarios").glob("*.yaml"))
-    refused = 0
+    refused = bad = 0
     for trial in range(TRIALS):
-        src = rng.choice(library)
-        path = tmp_path / f"t{trial}.yaml"
-        path.write_bytes(_variants(rng, src.read_bytes()))
+        src = rng.choice(sources)
+        path = tmp_path / f"{prefix}{trial}.yaml"
+        must = trial % 2 == 1
+        raw, how = _certainly_bad(rng, src.read_bytes()) if must else (_variants(rng, src.read_bytes()), "")
+        path.write_bytes(raw)
         try:
-            load_scenario(path)
-        except ScenarioError as e:
-            assert e.problems and all(str(path) in p for p in e.problems), (trial, e.problems)
+            load(path)
+        except error as e:
+            assert str(path) in str(getattr(e, "problems", None) or e), (trial, str(e))
             refused += 1
+            bad += must
+            continue
         except Exception as e:   # a traceback for the user: report the reproducer
             pytest.fail(f"trial {trial} (seed {SEED}, from {src.name}): {type(e).__name__}: {e}\n"
                         f"{path.read_bytes()[:2000]!r}")
+        assert not must, f"trial {trial} (seed {SEED}, from {src.name}): accepted a file with {how}:\n{raw[:2000]!r}"
+    assert bad == TRIALS // 2
+    return refused, bad
+
+
+def test_bad_scenario_files_end_in_scenario_error(tmp_path, record_property):
+    def load(path):
+        load_scenario(path)
+    refused, bad = _fuzz_yaml(tmp_path, sorted((REPO / "scenarios").glob("*.yaml")), load, ScenarioError, "t")
     record_property("trials", f"{TRIALS} mutated scenario files (seed {SEED}): {refused} refused with the file "
-                              f"named, {TRIALS - refused} still valid, 0 tracebacks")
+                              f"named (all {bad} certainly bad ones among them), {TRIALS - refused} still valid, "
+                              "0 tracebacks")
 
 
 def test_bad_trainer_configs_end_in_configuration_error(tmp_path, record_property):
-    rng = random.Random(SEED)
     configs = sorted((REPO / "trainer" / "configs").glob("*.yaml"))
-    refused = 0
-    for trial in range(TRIALS):
-        src = rng.choice(configs)
-        path = tmp_path / f"c{trial}.yaml"
-        path.write_bytes(_variants(rng, src.read_bytes()))
-        try:
-            load_config(path)
-        except ConfigurationError as e:
-            assert str(path) in str(e), (trial, str(e))
-            refused += 1
-        except Exception as e:
-            pytest.fail(f"trial {trial} (seed {SEED}, from {src.name}): {type(e).__name__}: {e}\n"
-                        f"{path.read_bytes()[:2000]!r}")
+    refused, bad = _fuzz_yaml(tmp_path, configs, load_config, ConfigurationError, "c")
     record_property("trials", f"{TRIALS} mutated trainer configs (seed {SEED}): {refused} refused with the file "
-                              f"named, {TRIALS - refused} still valid, 0 tracebacks")
+                              f"named (all {bad} certainly bad ones among them), {TRIALS - refused} still valid, "
+                              "0 tracebacks")
 
 
 def test_bad_result_json_and_event_lines_end_in_report_input_error(tmp_path, record_property):
     rng = random.Random(SEED)
     good = build(tmp_path / "good")
     result = json.loads((good / "result.json").read_text())
-    refused = 0
+    refused = bad = 0
     for trial in range(REPORT_TRIALS):
         run = tmp_path / f"r{trial}"
         shutil.copytree(good, run)
-        if rng.random() < 0.5:
+        must = trial % 3 == 2   # certainly bad: a result.json that is cut short or no JSON object
+        if must:
+            raw = (good / "result.json").read_bytes()
+            (run / "result.json").write_bytes(rng.choice([raw[:rng.randrange(1, len(raw) // 2)], b"[1, 2]",
+                                                          b"null", b"\xff\xfe"]))
+        elif rng.random() < 0.5:
             data = json.loads(json.dumps(result))
             for _ in range(rng.randint(1, 3)):
                 data = _mutate_tree(rng, data)
@@ -156,10 +183,14 @@ def test_bad_result_json_and_event_lines_end_in_report_input_error(tmp_path, rec
         except ReportInputError as e:
             assert "result.json" in str(e) or str(run) in str(e), (trial, str(e))
             refused += 1
+            bad += must
+            continue
         except Exception as e:
             pytest.fail(f"trial {trial} (seed {SEED}): {type(e).__name__}: {e}")
-    record_property("trials", f"{REPORT_TRIALS} damaged run records (seed {SEED}): {refused} refused, "
-                              f"{REPORT_TRIALS - refused} rendered, 0 tracebacks")
+        assert not must, f"trial {trial} (seed {SEED}): rendered a result.json that is no JSON object"
+    assert bad == REPORT_TRIALS // 3
+    record_property("trials", f"{REPORT_TRIALS} damaged run records (seed {SEED}): {refused} refused (all {bad} "
+                              f"certainly bad ones among them), {REPORT_TRIALS - refused} rendered, 0 tracebacks")
 
 
 @pytest.mark.parametrize("content", [b"name: x\ndescription: caf\xe9\n", b"\xff\xfe\x00n\x00a"])
@@ -170,3 +201,12 @@ def test_cli_validate_exits_2_on_a_file_that_is_not_utf8(tmp_path, content):
                        text=True, cwd=REPO, timeout=120)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr and "not UTF-8" in r.stderr and str(path) in r.stderr
+
+
+def test_a_recursive_yaml_anchor_is_refused_naming_the_file(tmp_path):
+    """Found by the fuzzer: `&a {node: *a}` made the loader recurse until RecursionError."""
+    path = tmp_path / "loop.yaml"
+    path.write_text("&id001\nnode: *id001\n")
+    with pytest.raises(ScenarioError) as e:
+        load_scenario(path)
+    assert str(path) in str(e.value.problems) and "recursive anchor" in str(e.value.problems)
