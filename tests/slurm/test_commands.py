@@ -281,3 +281,14 @@ def test_sweep_of_a_pending_job_runs_no_step():
     rec = _Recorder(state="PENDING")
     assert slurm_backend.sweep(rec) == ["41"]
     assert not [c for c in rec.calls if c[0] == "srun"]
+
+
+def test_clean_lists_the_hosts_whose_fault_rules_it_removed(monkeypatch):
+    from chaosbench.cluster import clean as clean_mod
+    from chaosbench.cluster.slurm import commands
+    rec = _Recorder()
+    monkeypatch.setattr(commands, "unusable", lambda: None)
+    monkeypatch.setattr(commands, "Slurm", lambda: rec)
+    removed = {}
+    clean_mod._slurm(False, removed)
+    assert removed["slurm jobs"] == ["41"] and removed["slurm fault rules"] == ["c1 (job 41)", "c2 (job 41)"]
