@@ -85,7 +85,7 @@ def save(obj, path, step: int | None = None, tier: str | None = None):
 
 def load(path, step: int | None = None, tier: str | None = None, source: str = "local", verify: bool = True,
          **torch_load_kwargs):
-    """torch.load(path, **kwargs) after checking its bytes against manifest.json; emits
+    """torch.load(path, weights_only=True, **kwargs) after checking its bytes against manifest.json; emits
     checkpoint_loaded (step from the argument, else the manifest). A mismatch emits checkpoint_invalid
     and raises ChecksumError. Without a manifest naming this file, checksum_ok is null."""
     import torch
@@ -106,6 +106,9 @@ def load(path, step: int | None = None, tier: str | None = None, source: str = "
         err = f"{path}: {digest}, {size} bytes; manifest says {man['checksum']}, {man.get('bytes')} bytes"
         _ev().emit("checkpoint_invalid", **_tier_fields(path, tier), step=step, path=path, error=err)
         raise ChecksumError(err)
+    # explicit, not torch's default: before torch 2.6 (which pyproject allows) that default unpickles
+    # anything, and a checkpoint file is input the job did not necessarily write itself
+    torch_load_kwargs.setdefault("weights_only", True)
     obj = torch.load(path, **torch_load_kwargs)
     _ev().restored(tier=tier, step=step, path=path, source=source, duration_s=round(time.monotonic() - t0, 4),
                    checksum_ok=ok, checksum=digest, bytes=size)
