@@ -186,8 +186,9 @@ def test_sigint_mid_run_releases_the_allocation(slurm_env, tmp_path):
             proc.kill()
     assert proc.returncode != 0, out[-2000:]
     assert _squeue(tc) == "" and _squeue(tc, steps=True) == "", f"left in squeue:\n{_squeue(tc, True)}\n{out[-2000:]}"
-    ps = subprocess.run(["pgrep", "-f", f"{tmp_path}"], capture_output=True, text=True).stdout.split()
-    assert not ps, "no harness-started process (etcd, S3, proxy, srun client) is left"
+    from .leftovers import left_behind   # by path, by --jobid (srun clients: no path in their argv), by owner
+    left = left_behind(tmp_path, proc.pid)
+    assert not left, "no harness-started process (etcd, S3, proxy, srun client) is left:\n" + "\n".join(left)
 
 
 def test_the_users_own_job_on_a_shared_filesystem_recovers_on_slurm(slurm_env, tmp_path):
