@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 from jinja2 import ChoiceLoader, DictLoader, Environment, PackageLoader, select_autoescape
 
+from .output import measured_rows
 from .plan import Plan, build
 from .sim import simulate
 
@@ -87,7 +88,7 @@ def write_page(path: Path, plan: Plan, fig: dict, curves: dict) -> Path:
     html = env.get_template("forecast.html").render(
         plan=plan, fig=fig, gpus_chart=_line_chart({"goodput": by_gpus}, "GPUs", True),
         interval_chart=interval, phases=_bars(fig["lost_hours_by_phase"]),
-        causes=_bars(fig["lost_hours_by_cause"]), runs=plan.measured.runs)
+        causes=_bars(fig["lost_hours_by_cause"]), runs=plan.measured.runs, measured=measured_rows(plan))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
@@ -134,7 +135,10 @@ svg .line { fill:none; stroke-width:2; } .row { display:flex; flex-wrap:wrap; ga
 <td class="num">{{ fig.optimal_interval_s[t] if fig.optimal_interval_s[t] is not none else "-" }}</td>
 <td class="num">{{ fig.young_daly_interval_s[t] if fig.young_daly_interval_s[t] is not none else "-" }}</td>
 <td class="num">{{ "%.4g"|format(plan.spec.stall_s[t]) }}</td></tr>{% endfor %}</table></section>
-<section class="card"><h2>Measured runs</h2><ul>{% for r in runs %}<li class="mono">{{ r }}</li>{% endfor %}</ul>
+<section class="card"><h2>Measured recoveries (s, carried to {{ plan.nodes }} nodes)</h2><table><tr><th>class</th>
+<th class="num">recoveries</th><th>fault &rarr; first step, median (range)</th><th class="num">degraded, median</th><th>restores from</th></tr>
+{%- for r in measured %}<tr><td>{{ r[0] }}</td><td class="num">{{ r[1] }}</td><td>{{ r[2] }}</td><td class="num">{{ r[3] }}</td><td>{{ r[4] }}</td></tr>{% endfor %}
+</table><h2>Measured runs</h2><ul>{% for r in runs %}<li class="mono">{{ r }}</li>{% endfor %}</ul>
 <h2>Assumptions</h2><ul>{% for a in fig.assumptions %}<li>{{ a }}</li>{% endfor %}</ul></section>
 </main></body></html>
 """

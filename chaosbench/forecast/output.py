@@ -52,8 +52,24 @@ def _dur(s) -> str:
     return f"{s:.3g} s" if s < 120 else f"{s / 60:.3g} min" if s < 7200 else f"{s / 3600:.3g} h"
 
 
+def measured_rows(plan: Plan) -> list[list[str]]:
+    """Per class used: recoveries measured, median and range of fault -> first step, degraded, tier."""
+    out = []
+    for k, arr in sorted(plan.spec.recoveries.items()):
+        tot = arr[:, :4].sum(1)
+        out.append([k, str(len(arr)), f"{np.median(tot):.2f} ({tot.min():.2f}-{tot.max():.2f})",
+                    f"{np.median(arr[:, 4]):.2f}", plan.spec.restore_tier[k]])
+    return out
+
+
 def print_table(plan: Plan, fig: dict, console: Console) -> None:
     lo, hi = fig["goodput_ci"]
+    t = Table(title=f"measured recoveries, carried to {plan.nodes} nodes (s)")
+    for col in ("class", "recoveries", "fault -> first step, median (range)", "degraded, median", "restores from"):
+        t.add_column(col)
+    for row in measured_rows(plan):
+        t.add_row(*row)
+    console.print(t)
     console.print(f"[bold]forecast[/bold] {plan.gpus} GPUs ({plan.nodes} nodes), {plan.days:g} days, "
                   f"failures: {plan.model.name}; {plan.spec.trajectories} simulated jobs, seed {plan.spec.seed}",
                   highlight=False)

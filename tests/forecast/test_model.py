@@ -121,3 +121,23 @@ def test_optimum_matches_young_daly_on_the_simple_case():
 def test_llama3_sanity_check_above_90_percent():
     c = llama3_case(trajectories=300)
     assert c.passed, c.detail
+
+
+def test_runs_at_two_sizes_fit_rendezvous_per_doubling(tmp_path):
+    m = load_runs([write_run(tmp_path, "a", make_result(phases=(0.1, 0.6, 0.2, 0.05), nodes=3)),
+                   write_run(tmp_path, "b", make_result(phases=(0.1, 1.2, 0.2, 0.05), nodes=6))])
+    from chaosbench.forecast.presets import Cause, FailureModel
+    plan = build(m, FailureModel("x", "x", [Cause("c", "node_loss", per_node_day=1.0)]), 12, 1, 1)
+    rdzv = plan.spec.recoveries["node_loss"][:, 1]
+    assert rdzv == pytest.approx([1.8, 1.8])          # +0.6 s per doubling, carried to 12 nodes
+    assert any("fitted" in a for a in plan.assumptions)
+    one = build(load_runs([write_run(tmp_path, "c", make_result(nodes=4))]),
+                FailureModel("x", "x", [Cause("c", "node_loss", per_node_day=1.0)]), 16, 1, 1)
+    assert one.spec.recoveries["node_loss"][0, 1] == pytest.approx(0.6 * 2)   # stated default: log2(16)/log2(4)
+
+
+def test_assume_borrows_a_measured_class_and_says_so(tmp_path):
+    m = load_runs([write_run(tmp_path, k, make_result(k)) for k in ("node_loss", "worker_crash", "full_restart")])
+    plan = build(m, llama3(), 64, 8, 1, assume={"hung_rank": "node_loss"}, trajectories=10)
+    assert np.array_equal(plan.spec.recoveries["hung_rank"], plan.spec.recoveries["node_loss"])
+    assert any("hung_rank: not measured; recoveries of node_loss" in a for a in plan.assumptions)
