@@ -22,7 +22,7 @@ COLOURS = {"memory": "#2563eb", "nvme": "#059669", "s3": "#d97706", "goodput": "
 
 
 def _line_chart(series: dict[str, tuple[list[float], list[float]]], xlabel: str, log_x: bool,
-                marks: dict[str, float] | None = None) -> dict:
+                marks: dict[str, float] | None = None, duration: bool = False) -> dict:
     """Polylines in a W x H box; y is goodput in %."""
     xs = [x for s in series.values() for x in s[0]]
     ys = [y for s in series.values() for y in s[1]]
@@ -40,14 +40,14 @@ def _line_chart(series: dict[str, tuple[list[float], list[float]]], xlabel: str,
     xt = sorted(set(np.geomspace(min(xs), max(xs), 5) if log_x else np.linspace(min(xs), max(xs), 5)))
     yt = np.linspace(y0, y1, 5)
     return {"empty": False, "w": W, "h": H, "lines": lines, "xlabel": xlabel, "l": L, "r": W - R, "t": T, "b": H - B,
-            "xticks": [{"pos": sx(v), "label": _fmt_x(v, log_x)} for v in xt],
+            "xticks": [{"pos": sx(v), "label": _fmt_x(v, duration)} for v in xt],
             "yticks": [{"pos": sy(v), "label": f"{v:.2f}"} for v in yt],
             "marks": [{"x": sx(v), "label": k, "colour": COLOURS.get(k.split()[0], "#334155")}
                       for k, v in (marks or {}).items() if v and min(xs) <= v <= max(xs)]}
 
 
-def _fmt_x(v: float, log_x: bool) -> str:
-    if not log_x:
+def _fmt_x(v: float, duration: bool) -> str:
+    if not duration:
         return f"{v:,.0f}"
     return f"{v:.3g}s" if v < 120 else f"{v / 60:.3g}m" if v < 7200 else f"{v / 3600:.3g}h"
 
@@ -81,7 +81,7 @@ def write_page(path: Path, plan: Plan, fig: dict, curves: dict) -> Path:
     except Exception:     # a size the inputs cannot cover (e.g. a borrowed class): plot the one point
         by_gpus = ([plan.gpus], [100 * fig["goodput"]])
     interval = _line_chart({t: (list(g), list(100 * y)) for t, (g, y) in curves.items()}, "checkpoint interval",
-                           True, {f"{t} Young/Daly": v for t, v in fig["young_daly_interval_s"].items()})
+                           True, {f"{t} Young/Daly": v for t, v in fig["young_daly_interval_s"].items()}, duration=True)
     env = Environment(loader=ChoiceLoader([DictLoader({"forecast.html": TEMPLATE}),
                                            PackageLoader("chaosbench.report", "templates")]),
                       autoescape=select_autoescape(default=True, default_for_string=True))
@@ -118,7 +118,7 @@ svg .line { fill:none; stroke-width:2; } .row { display:flex; flex-wrap:wrap; ga
 <svg class="chart" viewBox="0 0 600 {{ b.h }}" width="600" xmlns="http://www.w3.org/2000/svg">
 {%- for r in b.rows %}<text x="150" y="{{ r.y + 12 }}" class="tick" text-anchor="end">{{ r.label }}</text>
 <rect x="156" y="{{ r.y }}" width="{{ r.w }}" height="16" fill="#7c3aed" fill-opacity="0.75"/>
-<text x="{{ 160 + r.w }}" y="{{ r.y + 12 }}" class="tick">{{ "%.2f"|format(r.value) }} h</text>{% endfor %}
+<text x="{{ 160 + r.w }}" y="{{ r.y + 12 }}" class="tick">{{ "%.3g"|format(r.value) }} h</text>{% endfor %}
 </svg>
 {%- endmacro %}
 <h1>Forecast: {{ plan.gpus }} GPUs ({{ plan.nodes }} nodes), {{ plan.days }} days, failures {{ plan.model.name }}</h1>

@@ -182,7 +182,11 @@ def load_runs(paths: list[str | Path]) -> Measured:
         except ReportInputError as e:
             raise ForecastError(str(e)) from None
         before = len(m.rows)
-        add_result(m, result, str(p))
+        try:
+            add_result(m, result, str(p))
+        except (TypeError, ValueError, KeyError, AttributeError) as e:   # a hand-edited or foreign result.json
+            raise ForecastError(f"{p}/result.json: a recovery, checkpoint or step field has the wrong type or is "
+                                f"missing ({type(e).__name__}: {e}); re-run the scenario (schema: docs/result.md)") from None
         if len(m.rows) == before:
             why = f" ({m.skipped[-1]})" if m.skipped else ""
             raise ForecastError(f"{p}: no recovery to learn from{why}; give the run directory of a scenario that "

@@ -100,3 +100,10 @@ def test_bad_input_is_exit_2_with_what_is_missing(tmp_path, capsys, case, expect
 def test_registered_as_a_chaosbench_subcommand(tmp_path):
     r = CliRunner().invoke(app, ["forecast", str(tmp_path), "--gpus", "8", "--days", "1", "--failures", "rsc"])
     assert r.exit_code == 2
+
+
+def test_a_result_with_wrong_typed_fields_is_exit_2(tmp_path, capsys):
+    res = make_result()
+    res["recoveries"][0]["rendezvous_s"] = "slow"
+    rc, _, err = _run(capsys, write_run(tmp_path, "bad", res), *ARGS, "--failures", "rsc")
+    assert rc == 2 and "bad/result.json: a recovery, checkpoint or step field has the wrong type" in err
