@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import TIERS
+from . import TIERS, ForecastError
 from .inputs import PHASES
+
+MAX_CELLS = 300_000_000   # ~2.4 GB of float64 draws
 
 
 @dataclass
@@ -60,6 +62,9 @@ def simulate(spec: Spec, intervals: dict[str, np.ndarray]) -> Outcome:
     lam = float(np.sum(spec.rates_per_s))
     classes = sorted(set(spec.cause_class))
     F = int(lam * D + 8 * np.sqrt(lam * D) + 10) if lam > 0 else 0
+    if n * F * P > MAX_CELLS:   # the draws are held in memory: n x F x phases floats
+        raise ForecastError(f"{lam * D:,.0f} failures per simulated job x {n} jobs is too much to hold; "
+                            f"lower --trajectories to {max(1, MAX_CELLS // (F * P))} or fewer")
     X = rng.exponential(1.0 / lam, (n, F)) if F else np.zeros((n, 0))
     cause = rng.choice(C, size=(n, F), p=spec.rates_per_s / lam) if F else np.zeros((n, 0), int)
     cls_of_cause = np.array([classes.index(k) for k in spec.cause_class], int)

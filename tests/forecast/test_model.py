@@ -141,3 +141,11 @@ def test_assume_borrows_a_measured_class_and_says_so(tmp_path):
     plan = build(m, llama3(), 64, 8, 1, assume={"hung_rank": "node_loss"}, trajectories=10)
     assert np.array_equal(plan.spec.recoveries["hung_rank"], plan.spec.recoveries["node_loss"])
     assert any("hung_rank: not measured; recoveries of node_loss" in a for a in plan.assumptions)
+
+
+def test_a_forecast_too_large_to_hold_says_how_many_trajectories_fit(tmp_path):
+    m = load_runs([write_run(tmp_path, "a", make_result())])
+    from chaosbench.forecast.presets import Cause, FailureModel
+    plan = build(m, FailureModel("x", "x", [Cause("c", "node_loss", per_gpu_hour=1e-5)]), 10_000_000, 8, 365)
+    with pytest.raises(ForecastError, match="lower --trajectories to"):
+        simulate(plan.spec, {t: [v] for t, v in plan.intervals.items()})
