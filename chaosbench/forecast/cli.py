@@ -28,6 +28,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--optimize", action="store_true", help="search the interval per tier that maximises goodput")
     ap.add_argument("--assume", action="append", default=[], metavar="CLASS=MEASURED",
                     help=f"borrow a measured class's recoveries for an unmeasured one (classes: {', '.join(CLASSES)})")
+    ap.add_argument("--replace-after", type=float, metavar="S",
+                    help="elastic shrink: a lost node is replaced S seconds later, then joins with a second restart "
+                         "(default: a spare joins in the survivors' round, cost as measured)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trajectories", type=int, default=1000, help="simulated jobs (default 1000)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -58,7 +61,7 @@ def run(argv: list[str]) -> int:
     assume = _assume(args.assume)
     measured = load_runs(args.runs)
     plan = build(measured, model, args.gpus, args.gpus_per_node, args.days, intervals, assume,
-                 args.trajectories, args.seed)
+                 args.trajectories, args.seed, args.replace_after)
     outcome = simulate(plan.spec, {t: [v] for t, v in plan.intervals.items()})
     yd = young_daly(plan)
     optimal, curves = optimize(plan) if args.optimize else ({}, None)

@@ -68,7 +68,7 @@ def gpu_sweep(plan: Plan, trajectories: int = 200) -> tuple[list[float], list[fl
             continue
         other = build(plan.measured, plan.model, g, plan.gpus_per_node, plan.days,
                       {t: v for t, v in plan.intervals.items() if math.isfinite(v)},
-                      plan.assume, trajectories, plan.spec.seed) if g != plan.gpus else plan
+                      plan.assume, trajectories, plan.spec.seed, plan.replace_after_s) if g != plan.gpus else plan
         spec = dataclasses.replace(other.spec, trajectories=trajectories)
         ys.append(100 * float(simulate(spec, {t: [v] for t, v in plan.intervals.items()}).goodput.mean()))
         xs.append(g)

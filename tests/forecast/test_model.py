@@ -149,3 +149,16 @@ def test_a_forecast_too_large_to_hold_says_how_many_trajectories_fit(tmp_path):
     plan = build(m, FailureModel("x", "x", [Cause("c", "node_loss", per_gpu_hour=1e-5)]), 10_000_000, 8, 365)
     with pytest.raises(ForecastError, match="lower --trajectories to"):
         simulate(plan.spec, {t: [v] for t, v in plan.intervals.items()})
+
+
+def test_elastic_shrink_adds_the_shrunk_time_and_a_join_restart(tmp_path):
+    m = load_runs([write_run(tmp_path, "a", make_result(phases=(0.1, 0.6, 0.2, 0.05), nodes=4))])
+    from chaosbench.forecast.presets import Cause, FailureModel
+    model = FailureModel("x", "x", [Cause("c", "node_loss", per_node_day=1.0)])
+    spare = build(m, model, 4, 1, 1).spec.recoveries["node_loss"][0]
+    shrink = build(m, model, 4, 1, 1, replace_after_s=600).spec.recoveries["node_loss"][0]
+    assert shrink[1:4] == pytest.approx(2 * spare[1:4])              # the join: rendezvous, restore, first step again
+    assert shrink[4] == pytest.approx(spare[4] + 600 / 4)             # 1 of 4 nodes missing for 600 s
+    assert shrink[0] == spare[0]
+    with pytest.raises(ForecastError, match="--replace-after must be >= 0"):
+        build(m, model, 4, 1, 1, replace_after_s=-1)
