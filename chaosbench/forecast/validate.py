@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -140,5 +139,3 @@ def run_all(bench_json: Path | None, kept_dir: Path | None) -> list[Check]:
                          f"not evaluated: {e}"))
     return out
 
-
-__all__ = ["Check", "young_daly_case", "llama3_case", "bench_case", "run_all", "math"]
