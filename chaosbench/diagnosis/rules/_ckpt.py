@@ -14,8 +14,20 @@ def held(inv: dict) -> dict[str, list[dict]]:
     for f in inv.get("files") or []:
         if isinstance(f, dict) and not f.get("partial") and f.get("node") not in (None, "s3") \
                 and f.get("tier") in ("nvme", "memory"):
-            out.setdefault(str(f["node"]), []).append(f)
+            out.setdefault(node_name(f["node"]), []).append(f)
     return out
+
+
+def node_name(root: object) -> str:
+    """'node-0/nvme' (an inventory root) -> 'node-0'."""
+    return str(root).split("/", 1)[0]
+
+
+def looked_at(inv: dict, nodes: list[str]) -> list[str]:
+    """The nodes the inventory could look into (its `looked` roots; older ones: every node not unseen)."""
+    if isinstance(inv.get("looked"), list):
+        return sorted({node_name(r) for r in inv["looked"]} - {"s3"})
+    return [n for n in nodes if n not in unseen_nodes(inv)]
 
 
 def file_step(path: str) -> int | None:
@@ -33,7 +45,7 @@ def nodes_of(rec: RunRecord) -> list[str]:
 
 
 def unseen_nodes(inv: dict) -> set[str]:
-    return {str(u.get("node")) for u in inv.get("unseen") or [] if isinstance(u, dict)}
+    return {node_name(u.get("node")) for u in inv.get("unseen") or [] if isinstance(u, dict)}
 
 
 def rank0_node(rec: RunRecord) -> str | None:

@@ -34,10 +34,15 @@ def check(rec: RunRecord) -> list[Finding]:
     c = rec.check("max_lost_steps")
     if not isinstance(bound, int) or not c or c.get("status") != "failed":
         return []
-    lost = [r for r in rec.recoveries if isinstance(r.get("lost_steps"), int) and r["lost_steps"] > bound]
+    # losses the interval explains: a restore of a real checkpoint (not a fresh or divergent start, which
+    # the checkpoint_on_some_nodes rule speaks for) and fewer lost steps than the interval plus a few in flight
+    lost = [r for r in rec.recoveries if isinstance(r.get("lost_steps"), int) and r["lost_steps"] > bound
+            and isinstance(r.get("restored_step"), int) and r["restored_step"] > 0 and not r.get("problems")
+            and r.get("tier") != "none"]
     steps, where = saved_steps(rec)
-    steps = sorted(set(steps) | {r["restored_step"] for r in rec.recoveries if isinstance(r.get("restored_step"), int)})
+    steps = sorted(set(steps) | {r["restored_step"] for r in lost})
     every = interval(steps)
+    lost = [r for r in lost if every and r["lost_steps"] <= every + 3]
     if not lost or every is None or every <= bound:
         return []            # the interval is unknown, or it meets the bound: the loss came from elsewhere
     worst = max(lost, key=lambda r: r["lost_steps"])

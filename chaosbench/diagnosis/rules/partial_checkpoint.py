@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..model import Evidence, Finding
 from ..record import RunRecord
-from ._ckpt import held, newest_step, nodes_of, unseen_nodes
+from ._ckpt import held, looked_at, newest_step, nodes_of
 
 BAD_RESTORE = ("different steps", "fresh start", "from scratch", "started again at step 1", "all work lost")
 
@@ -31,8 +31,7 @@ def check(rec: RunRecord) -> list[Finding]:
         by_node = held(inv)
         if not by_node or len(nodes) < 2:
             continue
-        blind = unseen_nodes(inv)
-        without = [n for n in nodes if n not in by_node and n not in blind]
+        without = [n for n in looked_at(inv, nodes) if n not in by_node]
         steps = {n: newest_step(fs) for n, fs in by_node.items()}
         differ = len({s for s in steps.values()}) > 1
         if not without and not differ:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..model import Evidence, Finding
 from ..record import RunRecord
-from ._ckpt import held, nodes_of, rank0_node, unseen_nodes
+from ._ckpt import held, looked_at, nodes_of, rank0_node
 
 
 def check(rec: RunRecord) -> list[Finding]:
@@ -17,8 +17,8 @@ def check(rec: RunRecord) -> list[Finding]:
     if not looked:
         return []                                      # no checkpoint seen anywhere: nothing to say
     for _, inv, by_node in looked:
-        if set(by_node) != {r0} or any(n in unseen_nodes(inv) for n in nodes if n != r0):
-            return []                                  # another node held one too (or was not seen)
+        if set(by_node) != {r0} or len(looked_at(inv, nodes)) < 2:
+            return []                                  # another node held one too (or none other was seen)
     name, inv, by_node = looked[0]
     tiers = sorted({f.get("tier") for f in by_node[r0]})
     return [Finding(

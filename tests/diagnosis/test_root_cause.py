@@ -1,0 +1,70 @@
+"""Root cause across nodes, and where it shows: the stop reason, diagnosis.json, the report, the CLI
+summary and doctor --run."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from chaosbench.diagnosis import diagnose
+
+DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_crash_loop_is_named_with_its_node_count_and_error():
+    rc = diagnose(DATA / "missing_dir").root_cause
+    assert rc.repeats >= 3 and rc.node in ("node-0", "node-1")
+    assert rc.error.startswith("RuntimeError: Parent directory") and f"failed {rc.repeats} times with" in rc.summary
+
+
+def test_a_peers_connection_error_after_a_fault_is_a_consequence_not_the_cause():
+    rc = diagnose(DATA / "keepalive_default").root_cause
+    assert rc.summary.startswith("the injected fault f1 (kill_node node-1)"), rc.summary
+
+
+def test_the_stop_reason_names_the_root_cause_not_the_last_exception_of_the_first_log(run_copy):
+    from chaosbench.runner import Runner
+    d = run_copy("missing_dir")
+    harness = json.loads((d / "harness.json").read_text())
+    stop = harness["stop_reason"].split("; ")[0]
+    fake = SimpleNamespace(harness={"stop_reason": stop}, run_dir=d, say=lambda m: None)
+    Runner._explain_exits(fake)
+    assert "root cause: node-" in fake.harness["stop_reason"] and "times with: RuntimeError: Parent directory" \
+        in fake.harness["stop_reason"], fake.harness["stop_reason"]
+
+
+def test_report_opens_with_what_to_fix_linking_into_the_logs(run_copy):
+    from chaosbench.report import render_run
+    d = run_copy("keepalive_default")
+    html = render_run(d).read_text()
+    assert (d / "diagnosis.json").is_file()
+    top, fix = html.index('id="what-to-fix"'), html.index('id="run"')
+    assert top < fix and "finding-rdzv_keepalive_default" in html[top:fix]
+    assert 'href="#q=' in html[top:fix] and "Expected effect:" in html[top:fix]
+
+
+def test_report_of_a_clean_run_has_no_advice(run_copy):
+    from chaosbench.report import render_run
+    html = render_run(run_copy("node_loss_plain")).read_text()
+    assert "finding-" not in html
+
+
+def test_cli_summary_prints_the_first_finding(run_copy, capsys):
+    from chaosbench import cli
+    from chaosbench.result import RunResult
+    from chaosbench.report import render_run
+    d = run_copy("missing_dir")
+    render_run(d)
+    outcome = SimpleNamespace(scenario="x", run_dir=d, result=RunResult.read(d), exit_code=1)
+    cli._summary([outcome])
+    out = capsys.readouterr().out
+    assert "to fix" in out and "does not exist" in out and "os.makedirs" in out, out
+
+
+def test_doctor_run_prints_the_findings_for_a_finished_run(run_copy):
+    d = run_copy("keepalive_default")
+    r = subprocess.run([sys.executable, "-m", "chaosbench.doctor", "--run", str(d), "--json"], capture_output=True,
+                       text=True, cwd=ROOT, timeout=120)
+    found = json.loads(r.stdout)["diagnosis"]
+    assert {f["rule"] for f in found["findings"]} >= {"rdzv_keepalive_default", "checkpoint_interval"}
