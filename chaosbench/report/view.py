@@ -198,7 +198,13 @@ def held_files(run_dir: Path, t0: float | None) -> list[dict[str, Any]]:
 
 
 def _log_link(ev: dict[str, Any]) -> str | None:
-    """'#q=<text>': the logs view filtered to the evidence line (the report's own filter, see the template)."""
+    """'#q=<text>': the logs view filtered to the evidence line (the report's own filter, see the template);
+    an inventory or recovery figure links to its section of the report."""
+    src = str(ev.get("source") or "")
+    if src.startswith(("inventories/", "checkpoints.json")):
+        return "#held"                      # the report's "Checkpoint files held per node"
+    if src.startswith("result.json"):
+        return "#recovery"
     if not ev.get("log") or not ev.get("text"):
         return None
     return "#q=" + quote(str(ev["text"])[:80], safe="")
