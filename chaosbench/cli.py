@@ -136,7 +136,7 @@ def _summary(outcomes) -> None:
         cause = [f for f in d.get("findings") or [] if f.get("severity") == "cause"]
         rc = d.get("root_cause") if r.verdict != "passed" else None
         rc = None if rc and rc.get("fault_id") else rc   # the injected fault itself needs no fixing
-        if rc and not cause:
+        if rc:
             lines.append(f"[red]{r.scenario.name}: root cause[/red] " + escape(str(rc.get("summary"))))
         first = (cause or d.get("findings") or [None])[0]
         if first:

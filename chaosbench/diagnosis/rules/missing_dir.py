@@ -1,7 +1,7 @@
 """A save into a directory that does not exist (torch.save does not create parents)."""
 from __future__ import annotations
 
-from ..model import Evidence, Finding
+from ..model import Finding
 from ..record import RunRecord
 from ._paths import MISSING, path_of
 

@@ -2,7 +2,7 @@
 cluster's shared project directory often is): every save fails, on every restart."""
 from __future__ import annotations
 
-from ..model import Evidence, Finding
+from ..model import Finding
 from ..record import RunRecord
 from ._paths import READ_ONLY, path_of
 
