@@ -303,8 +303,11 @@ class Runner:
                 # every node gone and no fault about to bring them back (kill_all heals by restarting)
                 exited = self._exited(cluster)
                 if exited and not sched.unhealed():
-                    ending = _exit_ending(exited, target, sched.finished)
+                    # a job that ends on its own once the target is reached and every fault is done
+                    ending = "reached_step" if reached_at is not None and sched.finished else \
+                        _exit_ending(exited, target, sched.finished)
                     what = "every node exited" if target is None else \
+                        f"every node exited after reaching step {target}" if reached_at is not None else \
                         f"every node exited before step {target} (highest step {self.progress.step})"
                     stop = f"{what}: {exited}" + (f"; last fatal error: {self.progress.last_fatal}"
                                                   if self.progress.last_fatal else "")

@@ -3,7 +3,8 @@
 A fault that restarted workers has a recovery (recovery.py): training resumed at the round's first
 step, total_s after the injection. A fault that restarted nothing (a pause, an outage, a slow disk)
 may still stall every rank: its measure is the longest time without any step event from the
-injection until the next fault (or the end of the history). A run that stopped without a normal
+injection to the first step after it (faults injected together share that wait), then between
+steps until the next fault (or the end of the history). A run that stopped without a normal
 ending (stuck, timeout, every node gone) while no step came after the fault's last one did not
 resume at all.
 """
@@ -42,13 +43,14 @@ def resumptions(h: History, recs: list[Recovery]) -> list[Resumption]:
             else:
                 out.append(Resumption(fw.id, rec.total_s, f"restart round's first step {rec.total_s:.2f} s after it"))
             continue
-        within = [t for t in steps if t0 <= t < end]
-        before_next = f" before {nxt.id}" if nxt else ""
-        if not within:
-            out.append(Resumption(fw.id, None, f"no step after it{before_next}"))
+        after = [t for t in steps if t >= t0]
+        if not after:
+            out.append(Resumption(fw.id, None, "no step after it"))
             continue
-        gaps = [b - a for a, b in zip([t0] + within, within)]
-        worst = max(gaps)
+        # until the first step after it (faults injected together share that wait), then the longest
+        # gap between steps until the next fault
+        within = [t for t in after if t < end] or after[:1]
+        worst = max(b - a for a, b in zip([t0] + within, within))
         # the run stopped abnormally with nothing after this fault's last step: it never resumed
         if nxt is None and ending is not None and ending not in NORMAL and isinstance(stopped, (int, float)) \
                 and stopped - within[-1] > worst:
@@ -56,5 +58,5 @@ def resumptions(h: History, recs: list[Recovery]) -> list[Resumption]:
                                                f"resume before the run ended {ending}"))
             continue
         out.append(Resumption(fw.id, round(worst, 3), f"no restart; longest time without a step after it "
-                                                      f"{worst:.2f} s{before_next}"))
+                                                      f"{worst:.2f} s" + (f" (until {nxt.id})" if nxt else "")))
     return out

@@ -55,3 +55,19 @@ def test_ends_is_validated(expect, msg):
 
 def test_ends_alone_is_an_expectation():
     assert parse_scenario({**BASE, "expect": {"ends": "stuck"}}, "s.yaml").expect.ends == "stuck"
+
+
+def test_faults_injected_together_share_the_wait_for_the_next_step():
+    """Three corruptions fired by one checkpoint_saved, 10 ms apart, training going on: no stall
+    (was: 'no step after it before c1', a false failure, once no-restart faults were measured)."""
+    from chaosbench.checks.history import FaultWindow
+    from .synth import T0
+    h = no_fault(steps=60)
+    h.faults = [FaultWindow(f"c{i}", "corrupt_checkpoint", f"node-{i}", {}, T0 + 2.0 + 0.01 * i) for i in range(3)]
+    h.harness = {"stop_reason": "reached step 60", "ending": "reached_step",
+                 "faults_planned": [{"id": f"c{i}", "type": "corrupt_checkpoint", "trigger": "on checkpoint_saved",
+                                     "healable": False, "heal_after_s": None} for i in range(3)]}
+    _, results = evaluate(h, Expect(max_recovery_seconds=1))
+    by = {r.name: r for r in results}
+    assert all(by[f"fault:c{i}"].status == "passed" for i in range(3)), [by[f"fault:c{i}"].reason for i in range(3)]
+    assert by["max_recovery_seconds"].status == "passed", by["max_recovery_seconds"].reason

@@ -213,3 +213,24 @@ def test_a_normal_run_records_its_ending(tmp_path):
     out, _ = run(tmp_path)
     assert out.result.ending == "reached_step" and out.exit_code == 0
     assert {c.name: c.status for c in out.result.checks}["ending"] == "passed"
+
+
+def test_a_job_that_ends_on_its_own_after_the_target_ended_normally(tmp_path):
+    """Target reached, every fault done, then every node exits (the job's last step) while the run
+    settles: a normal ending, not 'nodes_exited'."""
+    class Finishes(FakeCluster):
+        def _emit(self, node, rank, world, restart, pid, event, **kw):
+            super()._emit(node, rank, world, restart, pid, event, **kw)
+            if event == "step" and kw["step"] >= 40:
+                self.alive = {n: False for n in self.alive}
+
+        def node_status(self, node):
+            return "running" if self.alive[node] else "exited:0"
+
+    data = {**BASE, "faults": [], "expect": {"reaches_step": 25}, "run": {"timeout_s": 30, "stuck_after_s": 20,
+                                                                            "settle_s": 15}}
+    s = parse_scenario(data, "fake.yaml")
+    out = Runner(s, None, RunOptions(backend="fake", report_dir=tmp_path, poll_s=0.02,
+                                     cluster_factory=lambda b, spec: Finishes(spec))).run()
+    assert out.result.stop_reason.startswith("every node exited") and out.result.ending == "reached_step"
+    assert out.exit_code == 0, [(c.name, c.status, c.reason) for c in out.result.checks]
