@@ -297,6 +297,16 @@ def report(run_dir: Path = typer.Argument(..., help="a reports/<run-id> director
     out.print(f"wrote {index}")
 
 
+@app.command()
+def recheck(run_dirs: List[Path] = typer.Argument(..., help="reports/<run-id> directories"),
+            json_: bool = typer.Option(False, "--json", help="machine-readable output"),
+            dry_run: bool = typer.Option(False, "--dry-run", help="print the verdict diff, write nothing")):
+    """Judge stored runs again with today's checks and their stored scenario; print the verdict diff, rewrite result and report."""
+    from chaosbench.recheck import main as recheck_main
+    raise typer.Exit(recheck_main([str(d) for d in run_dirs], as_json=json_, write=not dry_run,
+                                  echo=lambda s: out.print(s, markup=False, highlight=False, soft_wrap=True)))
+
+
 _PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
 
 
