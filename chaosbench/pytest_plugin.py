@@ -130,6 +130,13 @@ class ScenarioItem(pytest.Item):
         out = run_scenario(self.path, RunOptions(backend=backend, report_dir=report_dir,
                                                  command=f"pytest {self.nodeid}"))
         self.user_properties.append(("report", str(out.run_dir)))
+        if out.result is not None and not out.result.error:
+            # the verdict must follow from the stored record alone: judged again, it gives the same
+            from chaosbench.recheck import recheck
+            again = recheck(out.run_dir, write=False)
+            if again.new_verdict != out.result.verdict:
+                raise ScenarioFailed(f"scenario {self.name}: the stored run judged again gives {again.new_verdict}, "
+                                     f"the run said {out.result.verdict} ({again.changed}); report: {out.run_dir}")
         if out.exit_code != 0:
             r = out.result
             lines = [f"scenario {self.name} {r.verdict if r else 'error'} on {backend}; report: {out.run_dir}"]
