@@ -152,7 +152,13 @@ class RunRecord:
     # -- faults and recoveries --------------------------------------------------------------------
     @property
     def faults(self) -> list[dict]:
-        return [f for f in self.result.get("faults") or [] if isinstance(f, dict)]
+        """result.json's faults; before it is written (the runner asks for the root cause while it collects),
+        the fault log's inject/heal lines."""
+        listed = [f for f in self.result.get("faults") or [] if isinstance(f, dict)]
+        if listed or not self.faults_log:
+            return listed
+        from chaosbench.report.timeline import faults_from_log
+        return faults_from_log(self.faults_log)
 
     @property
     def recoveries(self) -> list[dict]:

@@ -68,3 +68,15 @@ def test_doctor_run_prints_the_findings_for_a_finished_run(run_copy):
                        text=True, cwd=ROOT, timeout=120)
     found = json.loads(r.stdout)["diagnosis"]
     assert {f["rule"] for f in found["findings"]} >= {"rdzv_keepalive_default", "checkpoint_interval"}
+
+
+def test_while_the_run_collects_the_fault_log_attributes_a_peers_timeout_to_the_injected_fault(run_copy):
+    """The runner asks before result.json exists: the fault comes from faults.jsonl."""
+    from chaosbench.runner import Runner
+    d = run_copy("hang_short_timeout")
+    (d / "result.json").unlink()
+    stop = json.loads((d / "harness.json").read_text())["stop_reason"].split("; root cause")[0]
+    fake = SimpleNamespace(harness={"stop_reason": stop}, run_dir=d, say=lambda m: None)
+    Runner._explain_exits(fake)
+    assert "root cause: the injected fault f1 (pause_node node-1); node-0's rank 0 failed after it with: " \
+        "RuntimeError:" in fake.harness["stop_reason"], fake.harness["stop_reason"]
