@@ -5,6 +5,7 @@ The same cases run on c10d for comparison (etcd-only cases are skipped for it).
 """
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -158,21 +159,44 @@ def test_etcd_restart_between_rounds(cluster, tmp_path):
     _stop_all(tmp_path / "w", [a, c])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="upstream: with the shared agent TCPStore a node joining a later "
-                   "round waits for MASTER_ADDR that rank 0 never republishes (torch 2.15)")
+STOCK_HANG = ("upstream: with the shared agent TCPStore a node joining a later round waits for MASTER_ADDR that "
+              "rank 0 never republishes (torch 2.15)")
+
+
+def _upstream_hang(e: AssertionError) -> bool:
+    """torch's signature of the hang: an agent times out on the shared store waiting for a key of a
+    later rendezvous round (MASTER_ADDR, role_info) that is never written there."""
+    return re.search(r"DistStoreError: wait timeout .*keys: /torch\.rendezvous\.[^/\s]*\.[1-9]\d*/", str(e)) is not None
+
+
 @pytest.mark.parametrize("cluster", ["c10d-stock"], indirect=True)
 def test_stock_c10d_replacement_hangs(cluster, tmp_path):
-    """Documents torch's own behaviour; when this starts passing, upstream fixed it."""
+    """Documents torch's own behaviour; when this starts passing, upstream fixed it. It is xfail only
+    on that hang: the replacement never training with the survivor, or any agent timing out on a key
+    of a later round (also while the first pair forms, when a and b meet only in round 1). Any other
+    failure of a set-up wait fails the test (a strict xfail marker with raises=AssertionError
+    absorbed every one of them)."""
     _, _, _, make_node = cluster
     ev = tmp_path / "w" / "events"
-    a, b = _start_pair(make_node)
-    wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}), WAIT, "both nodes at world 2", [a, b])
-    killed = time.time()
-    b.kill()
-    wait_for(lambda: steps_at_world(ev, 1, {"a"}, since=killed), WAIT, "a alone at world 1", [a])
+    try:
+        a, b = _start_pair(make_node)
+        wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}), WAIT, "both nodes at world 2", [a, b])
+        killed = time.time()
+        b.kill()
+        wait_for(lambda: steps_at_world(ev, 1, {"a"}, since=killed), WAIT, "a alone at world 1", [a])
+    except AssertionError as e:
+        if _upstream_hang(e):
+            pytest.xfail(STOCK_HANG + " (here already while the first pair formed)")
+        raise
     joined = time.time()
     c = make_node("c")
-    wait_for(lambda: steps_at_world(ev, 2, {"a", "c"}, since=joined), 60, "a and c at world 2", [a, c])
+    try:
+        wait_for(lambda: steps_at_world(ev, 2, {"a", "c"}, since=joined), 60, "a and c at world 2", [a, c])
+    except AssertionError as e:
+        if str(e).startswith("timed out") or _upstream_hang(e):
+            pytest.xfail(STOCK_HANG)
+        raise
+    pytest.fail(f"the stock replacement no longer hangs: upstream fixed it ({STOCK_HANG}); drop this xfail")
 
 
 def test_etcd_v3_unreachable_fails_fast_and_says_why(tmp_path):
