@@ -162,3 +162,11 @@ def test_elastic_shrink_adds_the_shrunk_time_and_a_join_restart(tmp_path):
     assert shrink[0] == spare[0]
     with pytest.raises(ForecastError, match="--replace-after must be >= 0"):
         build(m, model, 4, 1, 1, replace_after_s=-1)
+
+
+def test_a_phase_faster_at_more_nodes_is_not_extrapolated_below_its_measure(tmp_path):
+    m = load_runs([write_run(tmp_path, "a", make_result(phases=(0.1, 1.45, 0.2, 0.05), nodes=3)),
+                   write_run(tmp_path, "b", make_result(phases=(0.1, 1.2, 0.2, 0.05), nodes=6))])
+    from chaosbench.forecast.presets import Cause, FailureModel
+    plan = build(m, FailureModel("x", "x", [Cause("c", "node_loss", per_node_day=1.0)]), 256, 1, 1)
+    assert plan.spec.recoveries["node_loss"][:, 1] == pytest.approx([1.45, 1.2])
