@@ -72,3 +72,14 @@ def test_interval_finding_names_the_interval_that_meets_the_bound():
 def test_a_rule_without_its_evidence_says_nothing_on_an_empty_run_dir(tmp_path):
     d = diagnose(tmp_path)
     assert d.root_cause is None and d.findings == []
+
+
+def test_plain_byo_example_on_torchruns_defaults_gets_the_keepalive_finding_with_the_measured_alternative():
+    """examples/byo_ddp/train_plain.py as a user first runs it (c10d, no rdzv_timeouts), one node of three lost."""
+    f = rules("byo_plain_defaults")["rdzv_keepalive_default"]
+    assert "keep-alive 5 s x 3, last call 30 s" in f.title and "docs/recovery.md" in f.effect
+
+
+def test_plain_byo_example_as_shipped_is_tuned_and_gets_no_keepalive_advice():
+    """examples/byo_ddp/scenarios/node_loss_plain.yaml runs etcd-v3 with keep-alive 1 s x 3, last call 2 s."""
+    assert "rdzv_keepalive_default" not in rules("node_loss_plain")
