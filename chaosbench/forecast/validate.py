@@ -93,6 +93,22 @@ def bench_result(faulty_dir: Path, baseline_steps_per_s: float) -> dict:
             "goodput": {"baseline_steps_per_s": baseline_steps_per_s}}
 
 
+def baseline_mismatch(faultfree_steps_per_s: float, steps: list[dict], faults: list[dict],
+                      tolerance: float = 0.10) -> str | None:
+    """Why the bench's two windows are not comparable, or None: the faulty cluster's own rate before
+    its first fault must match the fault-free cluster's within `tolerance` (else other load on the
+    machine, not the faults, sets the ratio)."""
+    first = min((f["injected_at"] for f in faults if f.get("injected_at") is not None), default=None)
+    pre = sorted((s["ts"], s["step"]) for s in steps if first is None or s["ts"] < first)
+    if first is None or len(pre) < 2 or pre[-1][0] - pre[0][0] < 5:
+        return "the faulty run has no steady stretch before its first fault to compare with"
+    rate = (pre[-1][1] - pre[0][1]) / (pre[-1][0] - pre[0][0])
+    if abs(rate - faultfree_steps_per_s) > tolerance * faultfree_steps_per_s:
+        return (f"before its first fault the faulty cluster ran {rate:.2f} steps/s, the fault-free one "
+                f"{faultfree_steps_per_s:.2f} (more than {100 * tolerance:.0f} % apart)")
+    return None
+
+
 def bench_case(bench_json: Path, kept_dir: Path | None = None, trajectories: int = 2000, seed: int = 0) -> Check:
     name = "(c) bench/goodput.py: predicted vs measured goodput, within +-2 pp"
     if not bench_json.is_file():
@@ -105,7 +121,9 @@ def bench_case(bench_json: Path, kept_dir: Path | None = None, trajectories: int
                                  "run bench/goodput.py with --keep DIR and pass --goodput-keep DIR")
     base, hit = data["faultfree"], data["faulty"]
     m = Measured()
-    add_result(m, bench_result(faulty_dir, base["steps_per_s"]), str(faulty_dir))
+    result = bench_result(faulty_dir, base["steps_per_s"])
+    add_result(m, result, str(faulty_dir))
+    problem = baseline_mismatch(base["steps_per_s"], result["timeline"]["steps"], result["faults"])
     if not m.rows:
         return Check(name, None, "not evaluated: no recovery measured in the kept faulty run")
     window = float(hit["window_s"])
@@ -122,6 +140,10 @@ def bench_case(bench_json: Path, kept_dir: Path | None = None, trajectories: int
     measured = float(data["goodput"])
     diff = 100 * (full - measured)
     rows = m.rows
+    if problem:
+        return Check(name, None, f"not evaluated: measured goodput {100 * measured:.1f} % is not a measurement of "
+                                 f"faults: {problem}; re-run bench/goodput.py on an otherwise idle machine "
+                                 f"(the forecast for this run: {100 * full:.1f} %)")
     return Check(name, abs(diff) <= 2.0,
                  f"measured {100 * measured:.1f} % ({hit['kills']} losses in {window:.0f} s, fault-free "
                  f"{base['steps_per_s']:.2f} steps/s); predicted {100 * full:.1f} % (difference {diff:+.1f} pp) from "

@@ -170,3 +170,12 @@ def test_a_phase_faster_at_more_nodes_is_not_extrapolated_below_its_measure(tmp_
     from chaosbench.forecast.presets import Cause, FailureModel
     plan = build(m, FailureModel("x", "x", [Cause("c", "node_loss", per_node_day=1.0)]), 256, 1, 1)
     assert plan.spec.recoveries["node_loss"][:, 1] == pytest.approx([1.45, 1.2])
+
+
+def test_bench_windows_that_ran_at_different_speeds_before_any_fault_are_not_comparable():
+    from chaosbench.forecast.validate import baseline_mismatch
+    steps = [{"ts": t / 10, "step": t} for t in range(0, 300)]          # 10 steps/s before the fault at 30 s
+    faults = [{"injected_at": 30.0}]
+    assert baseline_mismatch(10.2, steps, faults) is None
+    assert "ran 10.00 steps/s, the fault-free one 13.00" in baseline_mismatch(13.0, steps, faults)
+    assert "no steady stretch" in baseline_mismatch(10.0, steps[:20], faults)
