@@ -102,7 +102,9 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
         extra["tmpfs"] = tmpfs
     if p.cwd:
         extra["working_dir"] = p.cwd
-    return _service(plan, node, "node", p.argv, image=user_image, **extra)
+    # compose interpolates $VAR in the file: `$$` keeps a literal `$` for the node's shell (PREPARE's
+    # "$CHAOSBENCH_CHECKPOINT_DIR", a user's "$HOME" argument, a progress regex ending in `$`)
+    return _service(plan, node, "node", [a.replace("$", "$$") for a in p.argv], image=user_image, **extra)
 
 
 def render(plan: ComposePlan, spec: ClusterSpec, nodes: list[str]) -> dict:

@@ -34,8 +34,10 @@ def prepared(argv: list[str]) -> list[str]:
 
 
 def unprepared(argv: list[str]) -> list[str]:
-    """The node command without the PREPARE prefix (what the node execs)."""
-    return argv[len(PREPARE):] if argv[:len(PREPARE)] == PREPARE else argv
+    """The node command without the PREPARE prefix (what the node execs); also as a compose file writes it
+    (`$$` for `$`)."""
+    head = [a.replace("$$", "$") for a in argv[:len(PREPARE)]]
+    return argv[len(PREPARE):] if head == PREPARE else argv
 
 
 def hosts_store(rendezvous: str) -> bool:

@@ -27,3 +27,18 @@ def test_a_raw_command_gets_them_too_in_the_memory_tier(tmp_path):
     env = _run_node_command(tmp_path, command=["echo", "hi"], checkpoint_tier="memory")
     assert env["CHAOSBENCH_CHECKPOINT_DIR"] == str(tmp_path / "shm" / "checkpoints")
     assert Path(env["CHAOSBENCH_CHECKPOINT_DIR"]).is_dir()
+
+
+def test_the_compose_file_keeps_the_node_commands_dollars_for_its_shell():
+    """docker-compose interpolates $VAR in the file: the node command's `$` must reach the node's shell."""
+    import ipaddress
+    from chaosbench.cluster.compose_file import ComposePlan, render
+    spec = ClusterSpec(run_id="r", run_dir=Path("/tmp/x"), nodes=1, min_nodes=1, max_nodes=1, workdir="/w",
+                       job_argv=["t.py", "$HOME"], progress_regex=r"step (?P<step>\d+)$")
+    plan = ComposePlan(project="p", image="i", subnet=ipaddress.ip_network("10.9.0.0/24"), owner="o", events_host_dir="/e")
+    cmd = render(plan, spec, ["node-0"])["services"]["node-0"]["command"]
+    # what compose hands the container: every `$$` becomes `$`, and no lone `$` is left to interpolate
+    assert all("$" not in a.replace("$$", "") for a in cmd), cmd
+    node_argv = [a.replace("$$", "$") for a in cmd]
+    assert '"$CHAOSBENCH_CHECKPOINT_DIR"' in node_argv[2] and node_argv[-1] == "$HOME"
+    assert r"step (?P<step>\d+)$" in node_argv
