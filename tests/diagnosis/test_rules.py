@@ -83,3 +83,9 @@ def test_plain_byo_example_on_torchruns_defaults_gets_the_keepalive_finding_with
 def test_plain_byo_example_as_shipped_is_tuned_and_gets_no_keepalive_advice():
     """examples/byo_ddp/scenarios/node_loss_plain.yaml runs etcd-v3 with keep-alive 1 s x 3, last call 2 s."""
     assert "rdzv_keepalive_default" not in rules("node_loss_plain")
+
+
+def test_a_healthy_job_that_prints_from_rank_0_only_gets_no_advice():
+    """tests/diagnosis/jobs/print_rank0.yaml: tuned rendezvous, every node saves, one node lost."""
+    d = diagnose(DATA / "print_rank0")
+    assert d.findings == [] and d.root_cause is None, d.findings
