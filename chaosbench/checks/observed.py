@@ -39,6 +39,25 @@ def cadence(h: History) -> int | None:
     return strides.pop() if len(strides) == 1 and min(strides) > 0 else None
 
 
+def confirmed_steps(h: History) -> list[dict]:
+    """Step events, less the node watcher's lines that only look like progress: an observed step counts
+    when its process also printed the step one of its usual strides (median) before or after it; a
+    trainer's own step events always count. 'step 1000' printed once by something else earns nothing."""
+    out = []
+    for evs in h.by_incarnation().values():
+        steps = [e for e in evs if e.get("event") == "step"]
+        if not any(e.get("observed") for e in steps):
+            out += steps
+            continue
+        seq = [int(e["step"]) for e in sorted(steps, key=lambda e: e["ts"])]
+        strides = sorted(b - a for a, b in zip(seq, seq[1:]) if b > a)
+        if not strides:
+            continue
+        m, printed = strides[len(strides) // 2], set(seq)
+        out += [e for e in steps if int(e["step"]) - m in printed or int(e["step"]) + m in printed]
+    return sorted(out, key=lambda e: e["ts"])
+
+
 def complete_from_observation(h: History, recs: list[Recovery]) -> None:
     """Fill restored_step / lost_steps / detection / ranks of recoveries whose round logged no restore."""
     from chaosbench.checks.recovery import _phases

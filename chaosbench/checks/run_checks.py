@@ -6,6 +6,7 @@ import statistics
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
+from chaosbench.checks.observed import confirmed_steps
 from chaosbench.checks.recovery_checks import preconditions, unrestarted
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect, LossContinuity
@@ -20,8 +21,13 @@ def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | N
         return not_evaluated(name, expected, NO_EVENTS)
     stop = h.harness.get("stop_reason")
     why = f" (run stopped: {stop})" if stop else ""
-    hit = [ev for ev in h.of("step") if int(ev.get("step", 0)) >= e.reaches_step]
-    best = h.max_step()
+    steps = confirmed_steps(h)   # a watcher's line that only looks like progress earns nothing
+    hit = [ev for ev in steps if int(ev.get("step", 0)) >= e.reaches_step]
+    best = max((int(ev["step"]) for ev in steps), default=None)
+    if best is None and h.max_step() is not None:
+        return not_evaluated(name, expected, "the only progress lines seen are single lines no process printed a "
+                                             f"steady sequence around (highest: {h.max_step()}), which only look like "
+                                             f"progress{why}")
     if best is None:   # workers ran, but nothing ever said which step they were at
         return not_evaluated(name, expected, "no step was seen: give the scenario a trainer.progress regex "
                                              "matching the job's progress lines, or call chaosbench.instrument's "

@@ -59,3 +59,13 @@ def test_rank0_only_progress_still_fails_a_world_size_the_rendezvous_does_not_ba
     h.events = [e for e in h.events if e["pid"] != 2001]   # no second worker in the round at all
     r, _ = check(h, "world_size_after", world_size_after=2)
     assert r.status == "failed", r.reason
+
+
+def test_reaches_step_is_not_earned_by_a_line_that_only_looks_like_progress():
+    """'step 1000' printed by something else: the job got to step 100 only (was: reaches_step 200 passed)."""
+    h = observed_node_loss(noise=[(3, 1000)])
+    r, _ = check(h, "reaches_step", reaches_step=200)
+    assert r.status == "failed" and r.observed == 100, r.reason
+    assert check(observed_node_loss(noise=[(3, 1000)]), "reaches_step", reaches_step=90)[0].status == "passed"
+    sparse = observed_node_loss(before=[100, 200], after=[300, 400])
+    assert check(sparse, "reaches_step", reaches_step=400)[0].status == "passed"
