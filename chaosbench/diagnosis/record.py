@@ -88,7 +88,7 @@ class RunRecord:
                 text = f.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            out[f.stem] = [LogLine(f.stem, i, t, line_ts(t, now)) for i, t in enumerate(text.splitlines(), 1)]
+            out[f.stem] = [LogLine(f.stem, i, t, _ts(t, now)) for i, t in enumerate(text.splitlines(), 1)]
         return out
 
     def errors(self, node: str) -> list[LogLine]:
@@ -179,6 +179,18 @@ class RunRecord:
     def user_job(self) -> bool:
         t = self.trainer
         return bool(t.get("script") or t.get("module") or t.get("command"))
+
+
+DOCKER_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?)\d*Z ")
+
+
+def _ts(line: str, now: float) -> float | None:
+    """docker's UTC prefix (`docker logs -t`), else torch's glog time (local time, no year)."""
+    m = DOCKER_TS.match(line)
+    if m:
+        from datetime import datetime, timezone
+        return datetime.fromisoformat(m.group(1)[:26]).replace(tzinfo=timezone.utc).timestamp()
+    return line_ts(line, now)
 
 
 def _dict(v: Any) -> dict:

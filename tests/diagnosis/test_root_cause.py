@@ -80,3 +80,15 @@ def test_while_the_run_collects_the_fault_log_attributes_a_peers_timeout_to_the_
     Runner._explain_exits(fake)
     assert "root cause: the injected fault f1 (pause_node node-1); node-0's rank 0 failed after it with: " \
         "RuntimeError:" in fake.harness["stop_reason"], fake.harness["stop_reason"]
+
+
+def test_docker_log_times_place_a_failure_after_the_injected_fault(tmp_path):
+    """docker's `-t` prefix (UTC) precedes torch's glog line: the failure's time comes from it."""
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "node-1.log").write_text(
+        "2026-11-23T23:12:15.660804378Z E1123 23:12:15.660000 7 torch/distributed/elastic/multiprocessing/api.py:1002]"
+        " failed (exitcode: 1) local_rank: 0 (pid: 26) of binary: /opt/venv/bin/python\n")
+    (tmp_path / "result.json").write_text(json.dumps({"faults": [
+        {"id": "f1", "type": "kill_node", "target": "node-2", "injected_at": 1795475535.0}]}))
+    rc = diagnose(tmp_path).root_cause
+    assert rc.first_failure_at == 1795475535.660804 and rc.fault_id == "f1", rc
