@@ -31,8 +31,11 @@ class LogLine:
     n: int                     # 1-based line number in logs/<node>.log
     text: str
     ts: float | None           # the glog timestamp of torchrun's lines (workers' own lines have none)
+    src: str | None = None     # set for an error read from an event file instead of the log
 
     def evidence(self) -> Evidence:
+        if self.src:
+            return Evidence(text=self.text.strip()[:400], source=self.src, ts=self.ts)
         return Evidence(text=self.text.strip()[:400], source=f"logs/{self.node}.log:{self.n}", ts=self.ts,
                         log=f"{self.node}.log", line=self.n)
 

@@ -54,9 +54,22 @@ def failures(rec: RunRecord) -> list[Failure]:
             if not m:
                 continue
             before = [e for e in errors if e.n < ln.n][seen:]
-            out.append(Failure(node, int(m.group(2)), int(m.group(1)), ln, before[-1] if before else None))
+            out.append(Failure(node, int(m.group(2)), int(m.group(1)), ln, before[-1] if before else _fatal(rec, node, ln)))
             seen += len(before)
     return sorted(out, key=lambda f: (f.ts if f.ts is not None else float("inf"), f.node, f.at.n))
+
+
+def _fatal(rec: RunRecord, node: str, at: LogLine) -> LogLine | None:
+    """A job that logs its error as a `fatal` event (the reference trainer, chaosbench.instrument) rather
+    than a traceback: the node's last fatal event up to the failure."""
+    if at.ts is None:
+        return None
+    evs = [e for e in rec.events if e.get("event") == "fatal" and e.get("node") == node and e.get("error")
+           and isinstance(e.get("ts"), (int, float)) and at.ts - 60 <= e["ts"] <= at.ts + 1]
+    if not evs:
+        return None
+    e = evs[-1]
+    return LogLine(node, 0, str(e["error"])[:400], e["ts"], src=f"events/ (fatal, rank {e.get('rank')})")
 
 
 def _crash_loop(fs: list[Failure]) -> tuple[Failure, int]:

@@ -92,3 +92,15 @@ def test_docker_log_times_place_a_failure_after_the_injected_fault(tmp_path):
         {"id": "f1", "type": "kill_node", "target": "node-2", "injected_at": 1795475535.0}]}))
     rc = diagnose(tmp_path).root_cause
     assert rc.first_failure_at == 1795475535.660804 and rc.fault_id == "f1", rc
+
+
+def test_a_job_that_reports_its_error_as_a_fatal_event_is_named_with_it(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "events").mkdir()
+    (tmp_path / "logs" / "node-0.log").write_text(
+        "2026-11-23T23:12:15.660804378Z E1123 23:12:15.660000 7 torch/distributed/elastic/multiprocessing/api.py:1002]"
+        " failed (exitcode: 1) local_rank: 0 (pid: 26) of binary: python\n")
+    (tmp_path / "events" / "events-node-0-local0.jsonl").write_text(json.dumps(
+        {"ts": 1795475535.2, "event": "fatal", "node": "node-0", "rank": 0, "error": "OSError: [Errno 28] No space left"}) + "\n")
+    rc = diagnose(tmp_path).root_cause
+    assert rc.error == "OSError: [Errno 28] No space left" and rc.evidence[0].source.startswith("events/"), rc
