@@ -31,6 +31,7 @@ from chaosbench.doctor.agent_logs import last_error
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.observer import EventTail, Progress
 from chaosbench.result import (ClusterShape, FaultRecord, RunResult, ScenarioRef, write_junit)
+from chaosbench.recheck import apply_fault_verdicts, verdict_of
 from chaosbench.scenario import Scenario, load_scenario
 from chaosbench.scenario.loader import resolve_trainer_config, resolve_workdir
 from chaosbench.scenario.schedule import Schedule
@@ -436,16 +437,10 @@ class Runner:
         (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
         h = History.load(self.run_dir)
         recs, checks = evaluate(h, self.s.expect)
-        for c in checks:   # each fault's own verdict goes on its record too
-            if c.name.startswith("fault:") and c.name[6:] in self.records:
-                rec = self.records[c.name[6:]]
-                rec.verdict, rec.reason = c.status if c.status != "not_evaluated" else "failed", c.reason
+        apply_fault_verdicts(self.records, checks)   # each fault's own verdict goes on its record too
         self.progress.checks_pending = 0
         c = self.s.cluster
-        if error:
-            verdict = "error"
-        else:
-            verdict = "failed" if any(r.blocking for r in checks) else "passed"
+        verdict = verdict_of(checks, error)   # the same judgement `chaosbench recheck` makes later
         finished = time.time()
         result = RunResult(
             run_id=self.run_id,
