@@ -116,17 +116,19 @@ def _status_table(states: dict[str, dict]) -> Table:
 def _summary(outcomes) -> None:
     """Final table, then one line per check that failed or could not be evaluated (the why)."""
     t = Table(title="chaosbench summary")
-    for col in ("scenario", "verdict", "checks passed", "report"):
+    for col in ("scenario", "verdict", "ended", "checks passed", "report"):
         t.add_column(col, overflow="fold")
     style = {"passed": "green", "failed": "red", "error": "magenta"}
     lines = []
     for o in outcomes:
         r = o.result
         if r is None:
-            t.add_row(o.scenario, "[magenta]error[/magenta]" if o.exit_code == 3 else "[red]bad input[/red]", "", "")
+            t.add_row(o.scenario, "[magenta]error[/magenta]" if o.exit_code == 3 else "[red]bad input[/red]", "", "", "")
             continue
         n_ok = sum(c.status == "passed" for c in r.checks)
-        t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", f"{n_ok}/{len(r.checks)}",
+        ended = r.ending or "?"   # how the run stopped (docs/result.md): a stuck or timed-out run never passes
+        ended = ended if ended in ("reached_step", "completed") else f"[red]{escape(ended)}[/red]"
+        t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", ended, f"{n_ok}/{len(r.checks)}",
                   str(o.run_dir / "report.html" if (o.run_dir / "report.html").exists() else o.run_dir))
         if r.error:
             lines.append(f"[magenta]{r.scenario.name}: harness error[/magenta] {escape(r.error)}")

@@ -70,3 +70,17 @@ def test_an_unwritable_report_dir_is_bad_input_before_anything_starts(tmp_path, 
         res = runner.invoke(app, ["run", "scenarios/node_loss.yaml", "--report-dir", str(where), "--quiet"])
         assert res.exit_code == 2, res.output
         assert f"--report-dir: cannot write reports in '{where}'" in res.output and "choose a writable" in res.output
+
+
+def test_summary_shows_how_each_run_ended(capsys, monkeypatch):
+    from chaosbench.cli import _summary
+    from chaosbench.result import ClusterShape, RunResult, ScenarioRef
+    from chaosbench.runner import RunOutcome
+    monkeypatch.setenv("COLUMNS", "200")
+    shape = ClusterShape(nodes=2, min_nodes=1, max_nodes=2, rendezvous="c10d")
+    runs = [RunOutcome(n, Path("/nonexistent"), RunResult(run_id=n, scenario=ScenarioRef(name=n), backend="local", seed=0,
+                                                           command="c", started_at=0, cluster=shape, verdict=v, ending=e), 1)
+            for n, v, e in (("hung_story", "failed", "stuck"), ("ok_story", "passed", "reached_step"))]
+    _summary(runs)
+    rows = {ln.split("│")[1].strip(): ln for ln in capsys.readouterr().out.splitlines() if ln.count("│") > 3}
+    assert "stuck" in rows["hung_story"] and "reached_step" in rows["ok_story"]
