@@ -386,12 +386,12 @@ class Runner:
         (self.run_dir / "checkpoints.json").write_text(json.dumps(inventory_of(cluster, nodes), indent=1))
 
     def _explain_exits(self) -> None:
-        """A run that stopped with every node gone, or stuck, names its root cause across nodes
+        """A run that stopped with every node gone, stuck or timed out names its root cause across nodes
         (chaosbench/diagnosis): the first failure in time and its error, the node whose workers failed
         with it restart after restart; a peer's connection error that followed is a consequence, not
         the cause. Without a failure in the logs: the last exception line of the first log that has one."""
         stop = self.harness.get("stop_reason") or ""
-        if not stop.startswith(("every node exited", "stuck")):
+        if not stop.startswith(("every node exited", "stuck", "timeout")):   # a crash loop may outlast the run
             return
         try:
             from chaosbench.diagnosis.record import RunRecord
