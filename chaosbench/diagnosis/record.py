@@ -63,6 +63,11 @@ class RunRecord:
     faults_log: list[dict] = field(default_factory=list)
     inventories: dict[str, dict] = field(default_factory=dict)   # fault id -> inventory at that fault
     checkpoints: dict = field(default_factory=dict)              # the inventory after the run
+    inventory_files: dict[str, str] = field(default_factory=dict)  # fault id -> the file it was read from
+
+    def inventory_source(self, fault_id: str) -> str:
+        """Where an inventory came from, as the run directory names it (evidence links)."""
+        return f"inventories/{self.inventory_files.get(fault_id, '')}"
 
     @classmethod
     def load(cls, run_dir: str | Path) -> "RunRecord":
@@ -71,14 +76,15 @@ class RunRecord:
             scenario = yaml.safe_load((p / "scenario.yaml").read_text(encoding="utf-8")) or {}
         except (OSError, yaml.YAMLError):
             scenario = {}
-        invs = {}
+        invs, files = {}, {}
         for f in sorted((p / "inventories").glob("*.json")):
             inv = _json(f, None)
             if isinstance(inv, dict):
-                invs[str(inv.get("fault_id") or f.stem)] = inv
+                fid = str(inv.get("fault_id") or f.stem)
+                invs[fid], files[fid] = inv, f.name
         return cls(path=p, result=_dict(_json(p / "result.json", {})), harness=_dict(_json(p / "harness.json", {})),
                    scenario=scenario if isinstance(scenario, dict) else {}, faults_log=_jsonl(p / "faults.jsonl"),
-                   inventories=invs, checkpoints=_dict(_json(p / "checkpoints.json", {})))
+                   inventories=invs, inventory_files=files, checkpoints=_dict(_json(p / "checkpoints.json", {})))
 
     # -- logs -------------------------------------------------------------------------------------
     @cached_property

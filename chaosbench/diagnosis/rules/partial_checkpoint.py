@@ -56,7 +56,7 @@ def check(rec: RunRecord) -> list[Finding]:
                 "loading (all-reduce the newest step each rank holds; load only a step every rank has)",
             effect="every rank resumes from the same step after a node loss; at most one checkpoint interval lost",
             evidence=[Evidence(text=f"files held at {fid}: {what}" + (f"; none on {', '.join(without)}" if without else ""),
-                               source=f"inventories/{fid.replace('#', '-')}.json", ts=inv.get("taken_at")),
+                               source=rec.inventory_source(fid), ts=inv.get("taken_at")),
                       Evidence(text=harm, source="result.json")],
             severity="cause"))
     return out

@@ -30,7 +30,7 @@ def check(rec: RunRecord) -> list[Finding]:
         effect="a node loss (of any node) leaves a checkpoint on every survivor",
         evidence=[Evidence(text=f"checkpoint files {('at ' + name) if name != 'after the run' else name}: "
                                 f"{len(by_node[r0])} on {r0}, none on {', '.join(n for n in nodes if n != r0)}",
-                           source=(f"inventories/{name.replace('#', '-')}.json" if name != "after the run"
+                           source=(rec.inventory_source(name) if name != "after the run"
                                    else "checkpoints.json"), ts=inv.get("taken_at")),
                   Evidence(text=f"global rank 0 ran on {r0}", source="events/")],
         severity="warning")]
