@@ -21,8 +21,8 @@ import yaml
 
 from chaosbench.checks import evaluate
 from chaosbench.checks.history import History
-from chaosbench.checks.inventory import take_inventory
-from chaosbench.checks.inventory_s3 import s3_inventory
+from chaosbench.evidence.inventory import take_inventory
+from chaosbench.evidence.inventory_s3 import s3_inventory
 from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
 from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.launch import S3_BUCKET

@@ -5,7 +5,7 @@ import pytest
 
 from chaosbench.checks import evaluate
 from chaosbench.checks.history import FaultWindow, History
-from chaosbench.checks.inventory import take_inventory
+from chaosbench.evidence.inventory import take_inventory
 from chaosbench.checks.recovery import recoveries
 from chaosbench.scenario.model import Expect
 
@@ -258,7 +258,7 @@ def test_checkpoints_valid_says_what_it_could_not_see(tmp_path):
 def test_checkpoints_valid_inventories_s3(tmp_path):
     moto = pytest.importorskip("moto.server")
     import boto3
-    from chaosbench.checks.inventory_s3 import s3_inventory
+    from chaosbench.evidence.inventory_s3 import s3_inventory
     from trainer.checkpoint.fmt import checksum, make_manifest
     server = moto.ThreadedMotoServer(port=0, verbose=False)
     server.start()

@@ -2,7 +2,7 @@
 inventory that looked and found nothing outranks the job's checkpoint_saved word, and a rank's
 restore must come before its first step."""
 from chaosbench.checks import evaluate
-from chaosbench.checks.inventory import take_inventory
+from chaosbench.evidence.inventory import take_inventory
 from chaosbench.scenario.model import Expect
 
 from .synth import T0, node_loss

@@ -3,7 +3,7 @@ import hashlib
 import json
 
 from chaosbench.checks.history import History
-from chaosbench.checks.inventory import take_inventory
+from chaosbench.evidence.inventory import take_inventory
 from chaosbench.checks.recovery import recoveries
 from chaosbench.checks.run_checks import (checkpoints_valid, log_regex, loss_continuity, no_fatal,
                                           no_restart, reaches_step)
@@ -138,7 +138,7 @@ def test_inventory_catches_a_flipped_byte_under_the_default_crc32(tmp_path):
 
 def test_inventory_skips_checkpoints_rotated_away_while_walking(tmp_path, monkeypatch):
     import shutil
-    from chaosbench.checks import inventory
+    from chaosbench.evidence import inventory
     nvme = tmp_path / "node-0"
     _ckpt(nvme, 20)
     _ckpt(nvme, 40)

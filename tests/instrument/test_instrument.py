@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from chaosbench import instrument as cb
-from chaosbench.checks.inventory import verify_dir
+from chaosbench.evidence.inventory import verify_dir
 from chaosbench.jsonl import read_jsonl
 
 COMMON = {"ts", "event", "node", "rank", "local_rank", "world_size", "restart_count", "pid", "run_id"}

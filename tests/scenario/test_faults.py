@@ -6,7 +6,7 @@ import random
 import pytest
 import requests
 
-from chaosbench.checks.inventory import verify_dir
+from chaosbench.evidence.inventory import verify_dir
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 
 

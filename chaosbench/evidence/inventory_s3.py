@@ -10,7 +10,7 @@ import posixpath
 import tempfile
 from pathlib import Path
 
-from chaosbench.checks.inventory import STEP_NAME, verify_dir
+from chaosbench.evidence.inventory import STEP_NAME, verify_dir
 
 
 def s3_inventory(endpoint: str, bucket: str) -> dict:
