@@ -40,8 +40,8 @@ def verdict_of(checks: list[CheckResult], error: str | None) -> str:
 def apply_fault_verdicts(faults: dict[str, FaultRecord], checks: list[CheckResult]) -> None:
     """Each fault's own check verdict goes on its record too (not evaluated counts as failed)."""
     for c in checks:
-        if c.name.startswith("fault:") and c.name[6:] in faults:
-            rec = faults[c.name[6:]]
+        if c.fault_id is not None and c.fault_id in faults:
+            rec = faults[c.fault_id]
             rec.verdict, rec.reason = c.status if c.status != "not_evaluated" else "failed", c.reason
 
 

@@ -76,6 +76,7 @@ class CheckResult(BaseModel):
     observed: Any = None
     reason: str = ""
     optional: bool = False
+    fault_id: str | None = None   # the fault a per-fault check judges (`fault:<id>`); None for run-level checks
 
     @property
     def blocking(self) -> bool:

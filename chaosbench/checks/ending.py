@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from chaosbench.checks.base import failed, passed
 from chaosbench.checks.history import History
+from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
@@ -27,6 +28,7 @@ def ending_of(h: History) -> str | None:
     return next((e for prefix, e in _BY_PREFIX if stop.startswith(prefix)), None)
 
 
+@check("ending", "ends", always=True, last=True)
 def run_ending(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if "stop_reason" not in h.harness and "ending" not in h.harness:
         return None

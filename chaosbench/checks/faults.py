@@ -15,6 +15,7 @@ from __future__ import annotations
 from chaosbench.checks.base import failed, passed
 from chaosbench.checks.ending import NORMAL, ending_of
 from chaosbench.checks.history import History
+from chaosbench.checks.registry import check
 from chaosbench.checks.stalls import resumptions
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
@@ -22,7 +23,18 @@ from chaosbench.scenario.model import Expect
 SLACK_S = 0.05   # clock rounding between the schedule and the fault log
 
 
+@check("fault", always=True)
 def fault_checks(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
+    """One `fault:<id>` result per planned fault, carrying that fault's id."""
+    out = []
+    for plan in h.harness.get("faults_planned") or []:
+        r = _fault_verdict(h, e, recs, plan)
+        r.fault_id = str(plan["id"])
+        out.append(r)
+    return out
+
+
+def _fault_verdict(h: History, e: Expect, recs: list[Recovery], plan: dict) -> CheckResult:
     windows = {w.id: w for w in h.faults}
     restarted = {r.fault_id for r in recs}
     stop = h.harness.get("stop_reason")
@@ -30,46 +42,37 @@ def fault_checks(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResul
     resumed = {r.fault_id: r for r in resumptions(h, recs)}
     story = e.ends is not None and e.ends not in NORMAL and ending_of(h) == e.ends   # an expected abnormal end
     bound = e.max_recovery_seconds
-    out = []
-    for plan in h.harness.get("faults_planned") or []:
-        fid, kind = str(plan["id"]), plan.get("type", "?")
-        name = f"fault:{fid}"
-        dur = plan.get("heal_after_s")
-        expected = f"{kind} {plan.get('trigger', '')}".strip() + \
-            (f", healed after {dur:g} s" if plan.get("healable") and dur is not None else "")
-        w = windows.get(fid)
-        if w is None:
-            out.append(failed(name, expected, "not injected", f"{fid} ({kind}) was planned but never injected{why}"))
-            continue
-        held = None if w.healed_at is None else round(w.healed_at - w.injected_at, 3)
-        observed = "injected" + (f", healed after {held:g} s" if held is not None else "")
-        effect = "caused a worker restart" if fid in restarted else "caused no worker restart"
-        if plan.get("healable") and dur is not None:
-            if held is None and story:
-                observed += f", left in place until the run ended {e.ends} (expected)"
-            elif held is None:
-                out.append(failed(name, expected, observed, f"{fid} ({kind}) was never healed, though planned "
-                                                            f"to heal after {dur:g} s{why}"))
-                continue
-            elif held + SLACK_S < dur and story:
-                observed += f" (cut short when the run ended {e.ends}, as expected)"
-            elif held + SLACK_S < dur:
-                out.append(failed(name, expected, observed, f"{fid} ({kind}) was healed after {held:g} s of its "
-                                                            f"planned {dur:g} s: cut short{why}"))
-                continue
-        res = resumed.get(fid)
-        what = f"{fid} ({kind}) {observed} on {w.target or 'its target'}; {effect}"
-        if res is not None and res.seconds is None:
-            if story:
-                out.append(passed(name, expected, observed, f"{what}; training did not resume after it "
-                                                            f"({res.how}), as the expected ending {e.ends} says"))
-            else:
-                out.append(failed(name, expected, observed, f"{what}; training did not resume after it: {res.how}{why}"))
-            continue
-        if res is not None and bound is not None and res.seconds > bound:
-            out.append(failed(name, expected, observed, f"{what}; training resumed only after {res.seconds:g} s "
-                                                        f"(max_recovery_seconds {bound:g}): {res.how}"))
-            continue
-        tail = f"; training resumed: {res.how}" if res is not None else ""
-        out.append(passed(name, expected, observed, what + tail))
-    return out
+    fid, kind = str(plan["id"]), plan.get("type", "?")
+    name = f"fault:{fid}"
+    dur = plan.get("heal_after_s")
+    expected = f"{kind} {plan.get('trigger', '')}".strip() + \
+        (f", healed after {dur:g} s" if plan.get("healable") and dur is not None else "")
+    w = windows.get(fid)
+    if w is None:
+        return failed(name, expected, "not injected", f"{fid} ({kind}) was planned but never injected{why}")
+    held = None if w.healed_at is None else round(w.healed_at - w.injected_at, 3)
+    observed = "injected" + (f", healed after {held:g} s" if held is not None else "")
+    effect = "caused a worker restart" if fid in restarted else "caused no worker restart"
+    if plan.get("healable") and dur is not None:
+        if held is None and story:
+            observed += f", left in place until the run ended {e.ends} (expected)"
+        elif held is None:
+            return failed(name, expected, observed, f"{fid} ({kind}) was never healed, though planned "
+                                                    f"to heal after {dur:g} s{why}")
+        elif held + SLACK_S < dur and story:
+            observed += f" (cut short when the run ended {e.ends}, as expected)"
+        elif held + SLACK_S < dur:
+            return failed(name, expected, observed, f"{fid} ({kind}) was healed after {held:g} s of its "
+                                                    f"planned {dur:g} s: cut short{why}")
+    res = resumed.get(fid)
+    what = f"{fid} ({kind}) {observed} on {w.target or 'its target'}; {effect}"
+    if res is not None and res.seconds is None:
+        if story:
+            return passed(name, expected, observed, f"{what}; training did not resume after it "
+                                                    f"({res.how}), as the expected ending {e.ends} says")
+        return failed(name, expected, observed, f"{what}; training did not resume after it: {res.how}{why}")
+    if res is not None and bound is not None and res.seconds > bound:
+        return failed(name, expected, observed, f"{what}; training resumed only after {res.seconds:g} s "
+                                                f"(max_recovery_seconds {bound:g}): {res.how}")
+    tail = f"; training resumed: {res.how}" if res is not None else ""
+    return passed(name, expected, observed, what + tail)

@@ -18,6 +18,7 @@ The tier of a restore is never guessed: it stays unknown (the check says which e
 from __future__ import annotations
 
 from chaosbench.checks.history import History
+from chaosbench.checks.recovery import split_phases
 from chaosbench.result import Recovery
 
 INFERRED = "inferred from the first step after the restart"
@@ -60,7 +61,6 @@ def confirmed_steps(h: History) -> list[dict]:
 
 def complete_from_observation(h: History, recs: list[Recovery]) -> None:
     """Fill restored_step / lost_steps / detection / ranks of recoveries whose round logged no restore."""
-    from chaosbench.checks.recovery import _phases
     if not any(e.get("observed") for e in h.events):
         return
     groups = h.by_incarnation()
@@ -85,7 +85,7 @@ def complete_from_observation(h: History, recs: list[Recovery]) -> None:
                      if e.get("event") == "worker_exit" and t0 <= e["ts"] <= rec.rendezvous_done_at]
             if exits:
                 rec.detected_at = min(exits)
-        _phases(rec)
+        split_phases(rec)
 
 
 def _infer_restore(rec: Recovery, round_, groups, stride: int | None, origin: int | None) -> None:

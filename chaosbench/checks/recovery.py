@@ -110,7 +110,7 @@ def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, gro
         rec.problems.append("ranks of the round report different world sizes: " + ", ".join(
             f"{inc[0]}/local{inc[1]}: {ws}" for inc, ws in sorted(sizes.items(), key=lambda kv: str(kv[0]))))
     _restore_round(rec, {inc: groups[inc] for inc in round_}, first_step)
-    _phases(rec)
+    split_phases(rec)
     return rec
 
 
@@ -196,7 +196,7 @@ def _per_rank(restore: dict[Incarnation, dict], key: str) -> str:
     return ", ".join(f"{inc[0]}/local{inc[1]}: {val(e)}" for inc, e in sorted(restore.items()))
 
 
-def _phases(rec: Recovery) -> None:
+def split_phases(rec: Recovery) -> None:
     """Split total_s over the measured points, in whole milliseconds so the phases add up exactly."""
     t0 = rec.injected_at
     total = _ms(t0, rec.first_step_at)

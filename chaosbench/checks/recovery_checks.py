@@ -4,6 +4,7 @@ from __future__ import annotations
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.evidence import contradictions
 from chaosbench.checks.history import History
+from chaosbench.checks.registry import check
 from chaosbench.checks.observed import NOT_INFERRED
 from chaosbench.checks.stalls import resumptions
 from chaosbench.result import CheckResult, Recovery
@@ -58,6 +59,7 @@ def unrestarted(h: History, recs: list[Recovery]) -> str:
     return f"; fault(s) {', '.join(rest)} caused no worker restart: not part of this check" if rest else ""
 
 
+@check("recovered_from", "recovered_from", "resumed_at_step")
 def recovered_from(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if e.recovered_from is None and e.resumed_at_step is None:
         return None
@@ -78,6 +80,7 @@ def recovered_from(h: History, e: Expect, recs: list[Recovery]) -> CheckResult |
     return passed(name, expected, observed, detail)
 
 
+@check("max_lost_steps")
 def max_lost_steps(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if e.max_lost_steps is None:
         return None
@@ -105,6 +108,7 @@ def _breakdown(r: Recovery) -> str:
             f"{since} + restore {f(r.restore_s)} + first step {f(r.first_step_s)}{failed}")
 
 
+@check("max_recovery_seconds")
 def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if e.max_recovery_seconds is None:
         return None
@@ -132,6 +136,7 @@ def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckRe
     return (passed if ok else failed)(name, expected, worst.seconds, detail)
 
 
+@check("world_size_after")
 def world_size_after(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if e.world_size_after is None:
         return None
@@ -159,6 +164,7 @@ def world_size_sequence(h: History) -> list[int]:
     return seq
 
 
+@check("world_sizes")
 def world_sizes(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if e.world_sizes is None:
         return None

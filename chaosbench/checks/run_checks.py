@@ -6,12 +6,14 @@ import statistics
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
+from chaosbench.checks.registry import check
 from chaosbench.checks.observed import confirmed_steps
 from chaosbench.checks.recovery_checks import preconditions, unrestarted
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect, LossContinuity
 
 
+@check("reaches_step")
 def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if e.reaches_step is None:
         return None
@@ -43,6 +45,7 @@ def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | N
     return passed(name, expected, observed, f"reached step {e.reaches_step} {took} s after training started")
 
 
+@check("no_restart")
 def no_restart(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if not e.no_restart:
         return None
@@ -59,6 +62,7 @@ def no_restart(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | Non
     return passed(name, expected, 0, f"{len(slots)} worker(s), each ran as a single process throughout")
 
 
+@check("loss_continuity")
 def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     cfg = e.loss_continuity
     if cfg is None or cfg is False:
@@ -85,6 +89,7 @@ def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
     return (passed if ok else failed)(name, expected, round(worst, 4), "; ".join(lines) + unrestarted(h, recs))
 
 
+@check("checkpoints_valid")
 def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     """Every published checkpoint is complete and matches its manifest.
 
@@ -127,6 +132,7 @@ def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResul
                                                   f"({', '.join(tiers)}){notes}")
 
 
+@check("no_fatal")
 def no_fatal(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if not e.no_fatal:
         return None
@@ -161,6 +167,7 @@ def _no_failure_observed(h: History, name: str, expected: int) -> CheckResult:
     return passed(name, expected, 0, f"no worker group failure in {len(h.agent_events)} torchrun agent event(s)")
 
 
+@check("log_regex")
 def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     out = []
     for rule in e.log_regex:
@@ -185,6 +192,7 @@ def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     return out
 
 
+@check("event_contract", always=True)
 def event_contract(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     """Always on, and only present when it fails: an event line whose known fields have the wrong type
     (docs/events.md) was left out of every other check; say so instead of judging without it."""

@@ -180,11 +180,9 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
 
 
 def _has_checks(e) -> bool:
-    """True when the expectations yield at least one check (the flags count only when true)."""
-    valued = (e.recovered_from, e.resumed_at_step, e.max_lost_steps, e.max_recovery_seconds,
-              e.world_size_after, e.world_sizes, e.reaches_step)
-    flags = (e.no_restart, e.checkpoints_valid, e.no_fatal, e.loss_continuity, e.log_regex, e.ends)
-    return any(v is not None for v in valued) or any(f not in (None, False, []) for f in flags)
+    """True when the expectations ask for at least one check (a flag asks only when true)."""
+    from chaosbench.checks.registry import requested
+    return bool(requested(e))
 
 
 def load_scenario(path: str | Path) -> Scenario:
