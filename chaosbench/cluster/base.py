@@ -1,18 +1,24 @@
 """What every cluster backend offers the scenario engine.
 
 A cluster is N trainer nodes plus etcd, the fault proxy and the S3 endpoint. Backends (docker,
-local) implement the same primitives; a fault the backend cannot do raises `UnsupportedFault`
-with the reason, so a scenario that needs it fails (or is skipped) saying why.
+local, slurm) subclass `Cluster`: the base owns the lifecycle skeleton (track, sweep, start; stop,
+verify, untrack) and the fault primitives that act inside a node (innode.py), built on a few hooks
+each backend implements. A primitive is supported exactly when the backend implements it or the
+hook it is built on (`supported_faults`, derived below); otherwise it raises `UnsupportedFault`
+with the reason, so a scenario that needs it is refused up front saying why.
 """
 from __future__ import annotations
 
 import abc
+import re
+import subprocess
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaosbench.cluster.lifecycle import UpDown
-
-FILL_FILE = ".chaosbench-fill"   # fill_nvme's ballast on a node's NVMe (never a checkpoint)
+from chaosbench.cluster import innode
+from chaosbench.cluster.innode import FILL_FILE  # noqa: F401  (re-exported: the backends' fill ballast)
+from chaosbench.cluster.lifecycle import UpDown, track, untrack
 
 
 class ClusterError(RuntimeError):
@@ -56,39 +62,109 @@ class ClusterSpec:
         return bool(self.command or self.job_argv)
 
 
+def project_name(run_id: str) -> str:
+    """A name unique per cluster (compose project, shm/scratch dirs, Slurm job name): run id + random."""
+    return f"cb{re.sub(r'[^a-z0-9]+', '', run_id.lower())[:20]}{uuid.uuid4().hex[:8]}"
+
+
+def primitive(fn=None, *, via: str | None = None):
+    """Marks a fault primitive of the base class. `via`: the hook the base's own implementation is
+    built on; a backend that implements that hook supports the primitive without overriding it."""
+    def mark(f):
+        f.fault_primitive, f.via_hook = True, via
+        return f
+    return mark(fn) if fn is not None else mark
+
+
 class Cluster(UpDown, abc.ABC):
-    """Lifecycle + fault primitives. Use as a context manager (UpDown): teardown always runs."""
+    """Lifecycle + fault primitives. Use as a context manager (UpDown): teardown always runs.
+
+    A backend implements: `_sweep_dead()`, `_start()`, `_stop() -> leftovers`, `start_training()`,
+    `node_status()`, `proxy_api`, `s3_endpoint`, `collect()`, and the hooks its primitives need:
+    `_run_in_node(node, script, *args)` (in-node commands), `_service_action(service, action)`,
+    `_nvme_in_node(node)`, `_cut_targets(node, peers)`.
+    """
 
     backend: str = "abstract"
-    #: names of the fault primitives this backend supports (method names below)
+    #: names of the fault primitives this backend supports: derived from the code (__init_subclass__)
     supported_faults: frozenset[str] = frozenset()
     #: set by down() once everything it started is verifiably gone (the runner reports it as such)
     torn_down: bool = False
+    #: primitive -> why this backend cannot do it (said by UnsupportedFault)
+    unsupported_why: dict[str, str] = {}
+    #: fill_nvme refuses unless this node directory is its own filesystem (None: no such check)
+    fill_guard: str | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.supported_faults = cls.implemented_faults() - cls.withheld()
+
+    @classmethod
+    def implemented_faults(cls) -> frozenset[str]:
+        """Primitives the class overrides, or whose base implementation's hook it implements."""
+        out = set()
+        for name in fault_primitives():
+            base = getattr(Cluster, name)
+            hook = base.via_hook
+            if getattr(cls, name) is not base or (hook and getattr(cls, hook) is not getattr(Cluster, hook)):
+                out.add(name)
+        return frozenset(out)
+
+    @classmethod
+    def withheld(cls) -> frozenset[str]:
+        """Primitives implemented in code but not available on this machine or site (read at import
+        and again per instance)."""
+        return frozenset()
 
     def __init__(self, spec: ClusterSpec):
         self.spec = spec
+        self.project = project_name(spec.run_id)
+        self.run_dir = Path(spec.run_dir).resolve()
+        self._nodes = [f"node-{i}" for i in range(spec.nodes)]
+        self.supported_faults = self.implemented_faults() - self.withheld()
 
-    # -- lifecycle -------------------------------------------------------------------------
-    @abc.abstractmethod
+    # -- lifecycle (template) --------------------------------------------------------------
     def up(self) -> None:
         """Start services (etcd, proxy with routes 'etcd' and 's3', S3 with bucket) and wait until healthy."""
+        track(self)
+        self._sweep_dead()   # leftovers of crashed runs (dead owners only)
+        self._start()
+
+    def down(self) -> None:
+        """Remove everything this cluster started. Idempotent; never raises on already-gone parts;
+        raises (and stays tracked: the exit-time sweep retries) while something is left."""
+        left = self._stop()
+        if left:
+            raise ClusterError(f"teardown of {self.project} left " + "; ".join(left))
+        self.torn_down = True
+        untrack(self)
+
+    def _sweep_dead(self) -> None:
+        """Remove what harnesses that are gone left behind (after a SIGKILL)."""
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _stop(self) -> list[str]:
+        """Remove what this cluster started; return what is verifiably left (empty: all gone)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     def start_training(self) -> None:
         """Start every node's launcher (torchrun + trainer, or spec.command)."""
 
-    @abc.abstractmethod
     def node_names(self) -> list[str]:
         """Current node names, e.g. ['node-0', 'node-1']."""
+        return list(self._nodes)
 
     @abc.abstractmethod
     def node_status(self, node: str) -> str:
         """'running' | 'exited:<code>' | 'paused' | 'absent' — for the observer, not for checks."""
 
     @property
-    @abc.abstractmethod
     def events_dir(self) -> Path:
         """Host directory where the trainers' events-*.jsonl files appear (live)."""
+        return self.run_dir / "events"
 
     @property
     @abc.abstractmethod
@@ -104,9 +180,47 @@ class Cluster(UpDown, abc.ABC):
     def collect(self) -> None:
         """Copy logs (per node/service) into run_dir/logs and record exit codes in run_dir/exits.json."""
 
-    @abc.abstractmethod
-    def down(self) -> None:
-        """Remove everything this cluster started. Idempotent; never raises on already-gone parts."""
+    # -- optional features (the runner calls them on every backend) -------------------------
+    def refusal_hint(self) -> str:
+        """Appended to an up-front refusal: why faults are missing here (e.g. a site's policy)."""
+        return ""
+
+    def probe_faults(self, needs: set[str]) -> list[str]:
+        """After up(), before training: the needed primitives the nodes turn out not to permit, each with why."""
+        return []
+
+    def record(self) -> dict:
+        """Backend ids for the run record (harness.json)."""
+        return {}
+
+    def attach_hint(self) -> str:
+        """For --keep-cluster: where the running cluster is and how to remove it."""
+        return f"events in {self.events_dir}; proxy API {self.proxy_api}; `chaosbench clean` removes it"
+
+    # -- hooks the shared primitives are built on --------------------------------------------
+    def _check_node(self, node: str) -> None:
+        if node not in self._nodes:
+            raise ClusterError(f"unknown node {node!r}; nodes: {', '.join(self._nodes)}")
+
+    def _run_in_node(self, node: str, script: innode.Script, *args: str, timeout: float = 120) -> str:
+        """Run an in-node script on `node`; its stdout. Raises ClusterError when it fails."""
+        self._unsupported("in-node commands")
+
+    def _node_markers(self, node: str) -> dict[str, str]:
+        """Environment KEY=VALUEs that every process of this node's training carries (node_plan's env)."""
+        return {"CHAOSBENCH_RUN_ID": self.spec.run_id, "CHAOSBENCH_NODE": node}
+
+    def _service_action(self, service: str, action: str) -> None:
+        """kill | start | pause | unpause one service ('etcd' | 's3' | 'proxy') in place."""
+        self._unsupported(f"{action}_service")
+
+    def _nvme_in_node(self, node: str) -> str:
+        """The node's NVMe directory as the node's processes see it."""
+        self._unsupported("fill_nvme")
+
+    def _cut_targets(self, node: str, peers: list[str] | None) -> list[str]:
+        """Hosts or addresses (as the node resolves them) of `peers`; None: every other node and the services."""
+        self._unsupported("partition")
 
     def _check_room_for_node(self) -> None:
         """add_node's limit. Dead nodes do not count: a lost node's replacement is a new node (a new name)."""
@@ -117,10 +231,15 @@ class Cluster(UpDown, abc.ABC):
                                f"spare_nodes={self.spec.spare_nodes}; raise cluster max_nodes or spare_nodes")
 
     def _unsupported(self, what: str):
-        raise UnsupportedFault(f"backend '{self.backend}' does not support {what}")
+        why = self.unsupported_why.get(what)
+        raise UnsupportedFault(f"backend '{self.backend}' does not support {what}" + (f": {why}" if why else ""))
 
+    # -- fault primitives --------------------------------------------------------------------
+    @primitive
     def kill_node(self, node: str) -> None: self._unsupported("kill_node")          # SIGKILL whole node
+    @primitive
     def stop_node(self, node: str) -> None: self._unsupported("stop_node")          # graceful stop
+    @primitive
     def start_node(self, node: str) -> None: self._unsupported("start_node")        # (re)start a stopped/killed node
 
     def start_nodes(self, nodes: list[str]) -> None:
@@ -129,19 +248,87 @@ class Cluster(UpDown, abc.ABC):
         for node in nodes:
             self.start_node(node)
 
-    def kill_worker(self, node: str, local_rank: int = 0) -> None: self._unsupported("kill_worker")
+    @primitive
     def pause_node(self, node: str) -> None: self._unsupported("pause_node")        # freeze (SIGSTOP / docker pause)
+    @primitive
     def unpause_node(self, node: str) -> None: self._unsupported("unpause_node")
-    def partition(self, node: str, peers: list[str] | None = None) -> None: self._unsupported("partition")  # silent DROP
+    @primitive
     def disconnect(self, node: str) -> None: self._unsupported("disconnect")        # loud: connections fail at once
-    def heal_network(self, node: str) -> None: self._unsupported("heal_network")
-    def fill_nvme(self, node: str, percent: float = 100.0) -> None: self._unsupported("fill_nvme")
-    def free_nvme(self, node: str) -> None: self._unsupported("free_nvme")
+    @primitive
     def wipe_node_storage(self, node: str, nvme: bool = True, shm: bool = True) -> None: self._unsupported("wipe_node_storage")
+    @primitive
     def nvme_dir(self, node: str) -> Path: self._unsupported("nvme_dir")            # host path, for corruption faults
+    @primitive
     def shm_dir(self, node: str) -> Path: self._unsupported("shm_dir")
-    def kill_service(self, service: str) -> None: self._unsupported("kill_service")  # 'etcd' | 's3' | 'proxy'
-    def start_service(self, service: str) -> None: self._unsupported("start_service")
-    def pause_service(self, service: str) -> None: self._unsupported("pause_service")
-    def unpause_service(self, service: str) -> None: self._unsupported("unpause_service")
+    @primitive
     def add_node(self) -> str: self._unsupported("add_node")                          # scale up; returns the new name
+
+    # one local rank's worker (its subtree; never the agent), found by innode_procs.workers
+    def _signal_worker(self, node: str, local_rank: int, sig: str) -> list[str]:
+        self._check_node(node)
+        markers = [f"{k}={v}" for k, v in self._node_markers(node).items()]
+        pids = self._run_in_node(node, innode.PROCS, "workers", sig, str(local_rank), *markers).split()
+        if not pids:
+            raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
+        return pids
+
+    @primitive(via="_run_in_node")
+    def kill_worker(self, node: str, local_rank: int = 0) -> None:
+        """SIGKILL one worker; its agent sees it die and restarts the workers (memory tier)."""
+        self._signal_worker(node, local_rank, "KILL")
+
+    @primitive(via="_run_in_node")
+    def freeze_worker(self, node: str, local_rank: int = 0) -> None:
+        """SIGSTOP one worker: a hung rank whose agent still heartbeats (the gray failure)."""
+        self._signal_worker(node, local_rank, "STOP")
+
+    @primitive(via="_run_in_node")
+    def thaw_worker(self, node: str, local_rank: int = 0) -> None:
+        self._signal_worker(node, local_rank, "CONT")
+
+    @primitive(via="_cut_targets")
+    def partition(self, node: str, peers: list[str] | None = None) -> None:
+        """Silent: iptables DROP inside the node towards its peers' and the services' addresses."""
+        self._check_node(node)
+        self._run_in_node(node, innode.cut(innode.DROP), *self._cut_targets(node, peers))
+
+    @primitive(via="_cut_targets")
+    def heal_network(self, node: str) -> None:
+        """Remove our chain from the node entirely."""
+        self._check_node(node)
+        self._run_in_node(node, innode.HEAL)
+
+    @primitive(via="_nvme_in_node")
+    def fill_nvme(self, node: str, percent: float = 100.0) -> None:
+        if not 0 < percent <= 100:
+            raise ClusterError(f"fill_nvme percent={percent}: must be in (0, 100]")
+        self._check_node(node)
+        guard = [self.fill_guard] if self.fill_guard else []
+        self._run_in_node(node, innode.FILL, self._nvme_in_node(node), str(percent), *guard)
+
+    @primitive(via="_nvme_in_node")
+    def free_nvme(self, node: str) -> None:
+        self._check_node(node)
+        self._run_in_node(node, innode.FREE, self._nvme_in_node(node))
+
+    @primitive(via="_service_action")
+    def kill_service(self, service: str) -> None: self._service_action(service, "kill")   # 'etcd' | 's3' | 'proxy'
+    @primitive(via="_service_action")
+    def start_service(self, service: str) -> None: self._service_action(service, "start")
+    @primitive(via="_service_action")
+    def pause_service(self, service: str) -> None: self._service_action(service, "pause")
+    @primitive(via="_service_action")
+    def unpause_service(self, service: str) -> None: self._service_action(service, "unpause")
+
+
+def fault_primitives() -> tuple[str, ...]:
+    """Every fault primitive's name (the methods marked @primitive)."""
+    return tuple(n for n, f in vars(Cluster).items() if getattr(f, "fault_primitive", False))
+
+
+def completed(argv: list[str], proc: subprocess.CompletedProcess, where: str) -> str:
+    """stdout of a finished in-node command, or ClusterError with its stderr."""
+    if proc.returncode != 0:
+        raise ClusterError(f"{where}: {' '.join(argv[:2])[:80]} ... failed ({proc.returncode}): "
+                           f"{(proc.stderr or '').strip()[-500:]}")
+    return proc.stdout

@@ -12,9 +12,12 @@ from __future__ import annotations
 import shutil
 import signal
 import socket
+from pathlib import Path
 
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
+
+SHM_ROOT = Path("/dev/shm")   # local nodes' memory tier: chaosbench-<project>/<node>, with an owner file
 
 
 def _other_host(tok: str) -> bool:
@@ -40,8 +43,14 @@ def _docker(everything: bool, removed: dict, kept: list) -> None:
             removed.setdefault(kind, []).extend(items)
 
 
-def _local(everything: bool, removed: dict, kept: list) -> None:
-    from chaosbench.cluster.local_backend import SHM_ROOT
+def sweep_local(everything: bool = False, removed: dict | None = None, kept: list | None = None,
+                unowned: bool = False) -> list[int]:
+    """SIGKILL processes of dead harnesses (they carry CHAOSBENCH_OWNER) and remove their shm dirs;
+    everything=True: of live ones too. An owner on another host is kept (and listed in `kept`).
+    Each local cluster start runs it (an shm dir without its owner file yet may be a cluster being
+    created: kept), so does `chaosbench clean` (unowned=True: removed). Returns the pids killed."""
+    removed = {} if removed is None else removed
+    kept = [] if kept is None else kept
     pids = []
     for pid, tok in proctree.find_with_key(owner_mod.OWNER_ENV).items():
         if everything or not owner_mod.alive(tok):
@@ -55,16 +64,19 @@ def _local(everything: bool, removed: dict, kept: list) -> None:
         try:
             tok = (d / "owner").read_text().strip()
         except OSError:
+            if not unowned:
+                continue
             tok = ""
         if everything or not owner_mod.alive(tok):
             shutil.rmtree(d, ignore_errors=True)
             removed.setdefault("shm dirs", []).append(str(d))
         elif _other_host(tok):
             kept.append(f"shm dir {d} (owner {tok} on another host)")
+    return sorted(pids)
 
 
 def _slurm(everything: bool, removed: dict) -> None:
-    from chaosbench.cluster.slurm.backend import sweep
+    from chaosbench.cluster.slurm.allocation import sweep
     from chaosbench.cluster.slurm.commands import Slurm, unusable
     if unusable() is not None:
         return   # no Slurm here: nothing of ours can be there
@@ -75,7 +87,7 @@ def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list
     """(kind -> what was removed, what was kept because its owner may be alive on another host)."""
     removed: dict[str, list] = {}
     kept: list[str] = []
-    _local(everything, removed, kept)
+    sweep_local(everything, removed, kept, unowned=True)
     if docker:
         _docker(everything, removed, kept)
     _slurm(everything, removed)

@@ -9,40 +9,23 @@ import ipaddress
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
-import uuid
 from pathlib import Path
 
 from chaosbench.cluster import images, loopfs
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import FILL_FILE, Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
                                              PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, dump,
                                              render, render_gpu_override)
-from chaosbench.cluster.docker_cli import compose, docker, leftovers, remove_project, sweep
+from chaosbench.cluster.docker_cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
+from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import validate
-from chaosbench.cluster.lifecycle import track, untrack
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
                                              wait_until)
 
 SERVICE_ALIASES = {"proxy": "toxiproxy", "toxiproxy": "toxiproxy", "etcd": "etcd", "s3": "s3"}
-_FILL_SCRIPT = f"""
-import os, sys
-path, pct = sys.argv[1], float(sys.argv[2])
-st = os.statvfs(path); total = st.f_blocks * st.f_frsize
-need = int(total * pct / 100) - (total - st.f_bavail * st.f_frsize)
-chunk = b'\\0' * (1 << 20)
-try:   # unbuffered, so ENOSPC surfaces here and not in close(): a full disk is the point
-    with open(os.path.join(path, {FILL_FILE!r}), 'ab', buffering=0) as f:
-        while need > 0:
-            need -= f.write(chunk[:min(len(chunk), need)])
-        os.fsync(f.fileno())
-except OSError as exc:
-    if exc.errno != 28:
-        raise
-"""
 
 
 def _pick_subnet() -> ipaddress.IPv4Network:
@@ -92,11 +75,6 @@ def check_trainer_image(image: str, rendezvous: str) -> None:
 
 class DockerCluster(Cluster):
     backend = "docker"
-    supported_faults = frozenset({
-        "kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
-        "partition", "disconnect", "heal_network", "fill_nvme", "free_nvme", "wipe_node_storage",
-        "nvme_dir", "shm_dir", "kill_service", "start_service", "pause_service", "unpause_service",
-        "add_node"})
 
     def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
                  gpus: bool | None = None):
@@ -105,19 +83,16 @@ class DockerCluster(Cluster):
         self._image = image
         self._toxiproxy_image = toxiproxy_image
         self._gpus = gpus
-        slug = re.sub(r"[^a-z0-9]+", "", spec.run_id.lower())[:20]
-        self.project = f"cb{slug}{uuid.uuid4().hex[:8]}"
-        self.run_dir = Path(spec.run_dir).resolve()
         self.compose_dir = self.run_dir / "compose"
-        self._nodes = [f"node-{i}" for i in range(spec.nodes)]
         self._disconnected: set[str] = set()
         self.plan: ComposePlan | None = None
         self._files: list[str] = []
 
     # -- lifecycle -------------------------------------------------------------------------
-    def up(self) -> None:
-        track(self)
-        sweep()   # leftovers of crashed runs (dead owners only)
+    def _sweep_dead(self) -> None:
+        sweep()
+
+    def _start(self) -> None:
         image = self._image or images.node_image()
         if self.spec.trainer_image:
             check_trainer_image(self.spec.trainer_image, self.spec.rendezvous)
@@ -175,9 +150,6 @@ class DockerCluster(Cluster):
     def start_training(self) -> None:
         compose(self.project, self._files, "up", "-d", "--no-recreate", "--no-deps", *self._nodes)
 
-    def node_names(self) -> list[str]:
-        return list(self._nodes)
-
     def _state(self, service: str) -> dict | None:
         out = docker("inspect", "-f", "{{json .State}}", self.plan.container(service), check=False)
         return json.loads(out) if out.strip() else None
@@ -191,10 +163,6 @@ class DockerCluster(Cluster):
         if st.get("Running"):
             return "running"
         return f"exited:{st.get('ExitCode')}"
-
-    @property
-    def events_dir(self) -> Path:
-        return self.run_dir / "events"
 
     @property
     def proxy_api(self) -> str:
@@ -224,7 +192,13 @@ class DockerCluster(Cluster):
                     out.write(b"\n[chaosbench: docker logs timed out after 120 s]\n")
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
 
-    def down(self) -> None:
+    def attach_hint(self) -> str:
+        files = " ".join(f"-f {f}" for f in self._files)
+        return (f"compose project {self.project} (containers {self.project}-<service>); events in "
+                f"{self.events_dir}; proxy API {self.proxy_api}; remove it with "
+                f"`{' '.join(compose_cmd())} -p {self.project} {files} down -v`")
+
+    def _stop(self) -> list[str]:
         if self._files:
             try:
                 compose(self.project, self._files, "down", "-v", "--remove-orphans", "-t", "2",
@@ -234,22 +208,36 @@ class DockerCluster(Cluster):
         remove_project(self.project)
         left = {k: v for k, v in leftovers(self.project, check=True).items() if v}
         left.update({"loop disks": [self.project]} if loopfs.mounted(self.project) else {})
-        if left:   # stay tracked: the exit-time sweep retries, `chaosbench clean` after a crash
-            raise ClusterError(f"teardown of {self.project} left " +
-                               "; ".join(f"{k}: {', '.join(v)}" for k, v in left.items()))
-        self.torn_down = True
-        untrack(self)
+        return [f"{k}: {', '.join(v)}" for k, v in left.items()]
+
+    # -- hooks -----------------------------------------------------------------------------
+    def _run_in_node(self, node: str, script: Script, *args: str, timeout: float = 120) -> str:
+        return docker("exec", self._node(node), *script.argv("python", *args), timeout=timeout)
+
+    def _nvme_in_node(self, node: str) -> str:
+        return NVME_IN_NODE
+
+    def _cut_targets(self, node: str, peers: list[str] | None) -> list[str]:
+        names = peers if peers is not None else [n for n in self._nodes if n != node] + list(SERVICES)
+        return [self.plan.ip(SERVICE_ALIASES.get(p, p)) for p in names]
+
+    def _service_action(self, service: str, action: str) -> None:
+        if service not in SERVICE_ALIASES:
+            raise ClusterError(f"unknown service {service!r}; services: etcd, s3, proxy")
+        container = self.plan.container(SERVICE_ALIASES[service])
+        if action == "kill":
+            docker("kill", "-s", "KILL", container)
+            return
+        docker(action, container)   # start | pause | unpause
+        if action == "start" and SERVICE_ALIASES[service] == "toxiproxy":   # routes live in the proxy's memory
+            wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30)
+            self._create_routes()
 
     # -- faults ----------------------------------------------------------------------------
     def _node(self, node: str) -> str:
         if node not in self._nodes:
             raise ClusterError(f"unknown node {node!r}; nodes: {', '.join(self._nodes)}")
         return self.plan.container(node)
-
-    def _svc(self, service: str) -> str:
-        if service not in SERVICE_ALIASES:
-            raise ClusterError(f"unknown service {service!r}; services: etcd, s3, proxy")
-        return self.plan.container(SERVICE_ALIASES[service])
 
     def _exec(self, node: str, *cmd: str, timeout: float = 60) -> str:
         return docker("exec", self._node(node), *cmd, timeout=timeout)
@@ -263,52 +251,23 @@ class DockerCluster(Cluster):
     def start_node(self, node: str) -> None:
         docker("start", self._node(node))
 
-    def kill_worker(self, node: str, local_rank: int = 0) -> None:
-        # Workers are the processes torchrun gave LOCAL_RANK; the agent has none.
-        script = ("import os,signal\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
-                  "    try: env = open(f'/proc/{p}/environ','rb').read().split(b'\\0')\n"
-                  "    except OSError: continue\n"
-                  f"    if b'LOCAL_RANK={local_rank}' in env: os.kill(int(p), signal.SIGKILL); print(p)\n")
-        if not self._exec(node, "python", "-c", script).strip():
-            raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
-
     def pause_node(self, node: str) -> None:
         docker("pause", self._node(node))
 
     def unpause_node(self, node: str) -> None:
         docker("unpause", self._node(node))
 
-    def _peer_ips(self, node: str, peers: list[str] | None) -> list[str]:
-        names = peers if peers is not None else [n for n in self._nodes if n != node] + list(SERVICES)
-        return [self.plan.ip(SERVICE_ALIASES.get(p, p)) for p in names]
-
-    def partition(self, node: str, peers: list[str] | None = None) -> None:
-        """Silent: packets to/from the peers are dropped inside the node (iptables), nobody gets an error."""
-        rules = ["iptables -N CHAOSBENCH 2>/dev/null || true",
-                 "iptables -C INPUT -j CHAOSBENCH 2>/dev/null || iptables -I INPUT -j CHAOSBENCH",
-                 "iptables -C OUTPUT -j CHAOSBENCH 2>/dev/null || iptables -I OUTPUT -j CHAOSBENCH"]
-        for ip in self._peer_ips(node, peers):
-            rules += [f"iptables -A CHAOSBENCH -s {ip} -j DROP", f"iptables -A CHAOSBENCH -d {ip} -j DROP"]
-        self._exec(node, "sh", "-ec", "; ".join(rules))
-
     def disconnect(self, node: str) -> None:
         docker("network", "disconnect", self.plan.network, self._node(node))
         self._disconnected.add(node)
 
     def heal_network(self, node: str) -> None:
+        """Reconnect a disconnected node; remove a partition's iptables chain."""
         if node in self._disconnected:
             docker("network", "connect", "--ip", self.plan.ip(node), self.plan.network, self._node(node))
             self._disconnected.discard(node)
-        if self.node_status(node) == "running":
-            self._exec(node, "sh", "-c", "iptables -F CHAOSBENCH 2>/dev/null || true")
-
-    def fill_nvme(self, node: str, percent: float = 100.0) -> None:
-        if not 0 < percent <= 100:
-            raise ClusterError(f"fill_nvme percent={percent}: must be in (0, 100]")
-        self._exec(node, "python", "-c", _FILL_SCRIPT, NVME_IN_NODE, str(percent), timeout=120)
-
-    def free_nvme(self, node: str) -> None:
-        self._exec(node, "rm", "-f", f"{NVME_IN_NODE}/{FILL_FILE}")
+        if self.node_status(node) == "running":   # a partition's rules (a restarted container has none)
+            super().heal_network(node)
 
     def nvme_dir(self, node: str) -> Path:
         self._node(node)
@@ -335,21 +294,6 @@ class DockerCluster(Cluster):
                 self._exec(node, "sh", "-c", f"rm -rf {NVME_IN_NODE}/* {NVME_IN_NODE}/.[!.]*")
         if shm and running:   # a stopped container's /dev/shm is recreated empty on start
             self._exec(node, "sh", "-c", "rm -rf /dev/shm/* /dev/shm/.[!.]*")
-
-    def kill_service(self, service: str) -> None:
-        docker("kill", "-s", "KILL", self._svc(service))
-
-    def start_service(self, service: str) -> None:
-        docker("start", self._svc(service))
-        if SERVICE_ALIASES[service] == "toxiproxy":   # routes live in the proxy's memory
-            wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30)
-            self._create_routes()
-
-    def pause_service(self, service: str) -> None:
-        docker("pause", self._svc(service))
-
-    def unpause_service(self, service: str) -> None:
-        docker("unpause", self._svc(service))
 
     def add_node(self) -> str:
         self._check_room_for_node()

@@ -1,5 +1,5 @@
-"""The same cluster as local processes: etcd, the fault proxy and S3 as subprocesses, each node a
-torchrun agent in its own session with its own directories.
+"""The same cluster as local processes: etcd, the fault proxy and S3 as subprocesses
+(host_services.py), each node a torchrun agent in its own session with its own directories.
 
 Faults that need root or network namespaces (partitions, disconnects) raise UnsupportedFault; NVMe
 fill is supported only where a loop disk can be mounted (root), since filling an unbounded
@@ -9,131 +9,53 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
 
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import FILL_FILE, Cluster, ClusterError, ClusterSpec, UnsupportedFault
-from chaosbench.cluster.launch import S3_BUCKET, hosts_store, node_plan, validate
-from chaosbench.cluster.lifecycle import track, untrack
-from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
-                                             wait_until)
-from chaosbench.services.etcd_server import EtcdServer
+from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed
+from chaosbench.cluster.clean import SHM_ROOT, sweep_local
+from chaosbench.cluster.host_services import REPO, HostServices
+from chaosbench.cluster.innode import Script
+from chaosbench.cluster.launch import hosts_store, node_plan, validate
 from chaosbench.services.ports import free_ports
 
-REPO = Path(__file__).resolve().parents[2]
+__all__ = ["CLUSTER_ENV", "SHM_ROOT", "LocalCluster", "sweep"]
+
 CLUSTER_ENV = "CHAOSBENCH_CLUSTER"
-SHM_ROOT = Path("/dev/shm")
 _NETWORK_REASON = ("needs network namespaces/iptables (root) to cut one local process off; "
                    "use the docker backend")
 
 
-class _Service:
-    """A python service subprocess in its own session; restartable on the same port."""
-
-    def __init__(self, name: str, argv: list[str], log: Path):
-        self.name, self.argv, self.log = name, argv, log
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
-
-    def signal(self, sig: int) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, sig)
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def python_services(host: str, ports: dict[str, int], logs: Path) -> dict[str, _Service]:
-    """The S3 endpoint and the fault proxy as subprocesses on `host` (not started yet)."""
-    py = sys.executable
-    return {"s3": _Service("s3", [py, "-m", "chaosbench.services.s3", "--host", host, "--port", str(ports["s3"]),
-                                  "--bucket", S3_BUCKET], logs / "s3.log"),
-            "proxy": _Service("proxy", [py, "-m", "chaosbench.proxy", "--host", host, "--port",
-                                        str(ports["proxy"])], logs / "proxy.log")}
-
-
-class HostServiceFaults:
-    """Service faults for backends whose etcd, S3 and proxy are processes on the harness's host (local,
-    Slurm): kill/start/pause/unpause them in place, on the same ports. Needs self.etcd, self._services,
-    self.proxy_api, self.s3_endpoint and self._create_routes()."""
-    SERVICE_FAULTS = frozenset({"kill_service", "start_service", "pause_service", "unpause_service"})
-
-    def _service_action(self, service: str, action: str) -> None:
-        if service == "etcd":
-            {"kill": self.etcd.kill, "start": self.etcd.start, "pause": self.etcd.pause,
-             "unpause": self.etcd.resume}[action]()
-            return
-        svc = self._services.get("proxy" if service == "toxiproxy" else service)
-        if svc is None:
-            raise ClusterError(f"unknown service {service!r}; services: etcd, s3, proxy")
-        if action == "kill":
-            svc.kill()
-        elif action == "start":
-            svc.start()
-            if svc.name == "proxy":   # routes live in the proxy's memory
-                wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30)
-                self._create_routes()
-            else:
-                wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60)
-        else:
-            svc.signal(signal.SIGSTOP if action == "pause" else signal.SIGCONT)
-
-    def kill_service(self, service: str) -> None: self._service_action(service, "kill")
-    def start_service(self, service: str) -> None: self._service_action(service, "start")
-    def pause_service(self, service: str) -> None: self._service_action(service, "pause")
-    def unpause_service(self, service: str) -> None: self._service_action(service, "unpause")
-
-
-class LocalCluster(HostServiceFaults, Cluster):
+class LocalCluster(Cluster):
     backend = "local"
-    supported_faults = frozenset({
-        "kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
-        "wipe_node_storage", "nvme_dir", "shm_dir", "kill_service", "start_service", "pause_service",
-        "unpause_service", "add_node"} | ({"fill_nvme", "free_nvme"} if loopfs.supported() is None else set()))
+    unsupported_why = {"partition": _NETWORK_REASON, "disconnect": _NETWORK_REASON,
+                       "heal_network": _NETWORK_REASON}
+
+    @classmethod
+    def withheld(cls) -> frozenset[str]:
+        why = loopfs.supported()   # no size-limited disk: filling would fill the host's disk
+        return frozenset({"fill_nvme", "free_nvme"}) if why is not None else frozenset()
 
     def __init__(self, spec: ClusterSpec):
         validate(spec)
         super().__init__(spec)
-        slug = re.sub(r"[^a-z0-9]+", "", spec.run_id.lower())[:20]
-        self.project = f"cb{slug}{uuid.uuid4().hex[:8]}"
-        self.run_dir = Path(spec.run_dir).resolve()
-        self._nodes = [f"node-{i}" for i in range(spec.nodes)]
         self._procs: dict[str, subprocess.Popen] = {}
         self._nvme: dict[str, Path] = {}
         self._loop = loopfs.supported() is None
-        self.etcd: EtcdServer | None = None
-        self._services: dict[str, _Service] = {}
-        self._ports: dict[str, int] = {}
+        self.services: HostServices | None = None
+        self._c10d_port: int | None = None
         self._started = False
 
     # -- lifecycle -------------------------------------------------------------------------
-    def up(self) -> None:
-        track(self)
+    def _sweep_dead(self) -> None:
         sweep()
+
+    def _start(self) -> None:
         # Inherited by everything we start (etcd included), so a later sweep can reap our orphans.
         os.environ[owner_mod.OWNER_ENV] = owner_mod.token()
         for d in ("events", "logs", "nodes"):
@@ -141,27 +63,12 @@ class LocalCluster(HostServiceFaults, Cluster):
         shm = SHM_ROOT / f"chaosbench-{self.project}"
         shm.mkdir(parents=True, exist_ok=True)
         (shm / "owner").write_text(owner_mod.token())
-        self.etcd = EtcdServer(self.run_dir / "nodes" / "etcd-data", host="127.0.0.1",
-                               name=f"etcd-{self.project}")
-        self.etcd.start()
-        names = ("s3", "proxy", "proxy_etcd", "proxy_s3", "c10d")
-        self._ports.update(zip(names, free_ports(len(names))))
-        self._services = python_services("127.0.0.1", self._ports, self.run_dir / "logs")
-        for svc in self._services.values():
-            svc.start()
-        hint = f"; see {self.run_dir / 'logs'}"
-        wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60, hint)
-        wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30, hint)
-        self._create_routes()
-        wait_until("etcd through the proxy",
-                   lambda: etcd_ready(f"http://127.0.0.1:{self._ports['proxy_etcd']}"), 30, hint)
+        self.services = HostServices("127.0.0.1", self.run_dir / "nodes" / "etcd-data", self.run_dir / "logs",
+                                     f"etcd-{self.project}")
+        self.services.start()
+        self._c10d_port = free_ports(1)[0]
         for node in self._nodes:
             self._make_dirs(node)
-
-    def _create_routes(self) -> None:
-        create_routes(self.proxy_api, {
-            "etcd": (f"127.0.0.1:{self._ports['proxy_etcd']}", self.etcd.endpoint),
-            "s3": (f"127.0.0.1:{self._ports['proxy_s3']}", f"127.0.0.1:{self._ports['s3']}")})
 
     def _make_dirs(self, node: str) -> None:
         if self._loop:
@@ -172,10 +79,11 @@ class LocalCluster(HostServiceFaults, Cluster):
         self.shm_dir(node).mkdir(parents=True, exist_ok=True)
 
     def _launch(self, node: str) -> None:
-        endpoint = (f"127.0.0.1:{self._ports['c10d']}" if hosts_store(self.spec.rendezvous)
-                    else f"127.0.0.1:{self._ports['proxy_etcd']}")
+        ports = self.services.ports
+        endpoint = (f"127.0.0.1:{self._c10d_port}" if hosts_store(self.spec.rendezvous)
+                    else f"127.0.0.1:{ports['proxy_etcd']}")
         plan = node_plan(self.spec, node, python=sys.executable, rdzv_endpoint=endpoint,
-                         s3_url=f"http://127.0.0.1:{self._ports['proxy_s3']}",
+                         s3_url=f"http://127.0.0.1:{ports['proxy_s3']}",
                          events_dir=str(self.events_dir), nvme_dir=str(self._nvme[node]),
                          memory_dir=str(self.shm_dir(node)))
         env = {**os.environ, **plan.env, CLUSTER_ENV: self.project}
@@ -189,10 +97,7 @@ class LocalCluster(HostServiceFaults, Cluster):
         for node in self._nodes:
             self._launch(node)
 
-    def node_names(self) -> list[str]:
-        return list(self._nodes)
-
-    def _markers(self, node: str) -> dict[str, str]:
+    def _node_markers(self, node: str) -> dict[str, str]:
         return {CLUSTER_ENV: self.project, "CHAOSBENCH_NODE": node}
 
     def node_status(self, node: str) -> str:
@@ -209,16 +114,12 @@ class LocalCluster(HostServiceFaults, Cluster):
         return "paused" if state == "T" else "running"
 
     @property
-    def events_dir(self) -> Path:
-        return self.run_dir / "events"
-
-    @property
     def proxy_api(self) -> str:
-        return f"http://127.0.0.1:{self._ports['proxy']}"
+        return self.services.proxy_api
 
     @property
     def s3_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._ports['s3']}"
+        return self.services.s3_endpoint
 
     def collect(self) -> None:
         # Logs are written straight into run_dir/logs; record exits here.
@@ -226,39 +127,55 @@ class LocalCluster(HostServiceFaults, Cluster):
                      "exit_code": p.returncode} for n, p in self._procs.items()}
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
 
-    def down(self) -> None:
+    def attach_hint(self) -> str:
+        pids = {n: p.pid for n, p in self._procs.items() if p.poll() is None}
+        return (f"nodes {', '.join(f'{n} (pid {pid})' for n, pid in pids.items()) or 'none running'}, "
+                f"services pids {self.services.alive() if self.services else []}; events in {self.events_dir}, "
+                f"node dirs in {self.run_dir / 'nodes'} and {SHM_ROOT / ('chaosbench-' + self.project)}; "
+                f"proxy API {self.proxy_api}; remove it with `chaosbench clean` once this harness has exited")
+
+    def _stop(self) -> list[str]:
         for node in list(self._procs):
-            proctree.kill_all(self._markers(node))
+            proctree.kill_all(self._node_markers(node))
         proctree.kill_all({CLUSTER_ENV: self.project})
         for proc in self._procs.values():
             _reap(proc)
-        for svc in self._services.values():
-            svc.stop()
-        if self.etcd is not None:
-            self.etcd.stop()
+        if self.services is not None:
+            self.services.stop()
         loopfs.remove_project(self.project)
         shutil.rmtree(SHM_ROOT / f"chaosbench-{self.project}", ignore_errors=True)
         left = [p for p in proctree.find({CLUSTER_ENV: self.project}) if not proctree.zombie(p)]
-        left += [svc.proc.pid for svc in self._services.values() if svc.proc and svc.proc.poll() is None]
-        if left or loopfs.mounted(self.project):   # stay tracked: the exit-time sweep retries
-            raise ClusterError(f"teardown of {self.project} left processes {left}"
-                               + (" and mounted NVMe disks" if loopfs.mounted(self.project) else ""))
-        self.torn_down = True
-        untrack(self)
+        left += self.services.alive() if self.services is not None else []
+        return ([f"processes {left}"] if left else []) + \
+            (["mounted NVMe disks"] if loopfs.mounted(self.project) else [])
+
+    # -- hooks -----------------------------------------------------------------------------
+    def _run_in_node(self, node: str, script: Script, *args: str, timeout: float = 120) -> str:
+        argv = script.argv(sys.executable, *args)
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            raise ClusterError(f"{node}: {script.name} did not finish within {timeout:g} s") from exc
+        return completed(argv, proc, node)
+
+    def _service_action(self, service: str, action: str) -> None:
+        self.services.action(service, action)
+
+    def _nvme_in_node(self, node: str) -> str:
+        if not self._loop:
+            raise UnsupportedFault(f"backend 'local' cannot fill NVMe here: no size-limited disk "
+                                   f"({loopfs.supported()})")
+        return str(self._nvme[node])
 
     # -- faults ----------------------------------------------------------------------------
-    def _check(self, node: str) -> None:
-        if node not in self._nodes:
-            raise ClusterError(f"unknown node {node!r}; nodes: {', '.join(self._nodes)}")
-
     def kill_node(self, node: str) -> None:
-        self._check(node)
-        proctree.kill_all(self._markers(node))
+        self._check_node(node)
+        proctree.kill_all(self._node_markers(node))
         if node in self._procs:
             _reap(self._procs[node])
 
     def stop_node(self, node: str) -> None:
-        self._check(node)
+        self._check_node(node)
         proc = self._procs.get(node)
         if proc and proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)   # torchrun forwards it to its workers
@@ -269,57 +186,28 @@ class LocalCluster(HostServiceFaults, Cluster):
         self.kill_node(node)   # whatever outlived the graceful stop
 
     def start_node(self, node: str) -> None:
-        self._check(node)
+        self._check_node(node)
         if self.node_status(node) in ("running", "paused"):
             raise ClusterError(f"start_node({node}): it is still {self.node_status(node)}")
         self._launch(node)
 
-    def kill_worker(self, node: str, local_rank: int = 0) -> None:
-        self._check(node)
-        pids = proctree.find({**self._markers(node), "LOCAL_RANK": str(local_rank)})
-        if not pids:
-            raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
-        proctree.signal_all(pids, signal.SIGKILL)
-
     def pause_node(self, node: str) -> None:
-        self._check(node)
-        proctree.signal_all(proctree.find(self._markers(node)), signal.SIGSTOP)
+        self._check_node(node)
+        proctree.signal_all(proctree.find(self._node_markers(node)), signal.SIGSTOP)
 
     def unpause_node(self, node: str) -> None:
-        self._check(node)
-        proctree.signal_all(proctree.find(self._markers(node)), signal.SIGCONT)
-
-    def partition(self, node: str, peers: list[str] | None = None) -> None:
-        raise UnsupportedFault(f"backend 'local' does not support partition: {_NETWORK_REASON}")
-
-    def disconnect(self, node: str) -> None:
-        raise UnsupportedFault(f"backend 'local' does not support disconnect: {_NETWORK_REASON}")
-
-    def heal_network(self, node: str) -> None:
-        raise UnsupportedFault(f"backend 'local' does not support heal_network: {_NETWORK_REASON}")
-
-    def fill_nvme(self, node: str, percent: float = 100.0) -> None:
-        self._check(node)
-        if not self._loop:
-            raise UnsupportedFault(f"backend 'local' cannot fill NVMe here: no size-limited disk "
-                                   f"({loopfs.supported()})")
-        from chaosbench.cluster.docker_backend import _FILL_SCRIPT
-        subprocess.run([sys.executable, "-c", _FILL_SCRIPT, str(self._nvme[node]), str(percent)],
-                       check=True, timeout=120)
-
-    def free_nvme(self, node: str) -> None:
-        self._check(node)
-        (self._nvme[node] / FILL_FILE).unlink(missing_ok=True)
+        self._check_node(node)
+        proctree.signal_all(proctree.find(self._node_markers(node)), signal.SIGCONT)
 
     def nvme_dir(self, node: str) -> Path:
-        self._check(node)
+        self._check_node(node)
         return self._nvme[node]
 
     def shm_dir(self, node: str) -> Path:
         return SHM_ROOT / f"chaosbench-{self.project}" / node
 
     def wipe_node_storage(self, node: str, nvme: bool = True, shm: bool = True) -> None:
-        self._check(node)
+        self._check_node(node)
         for d, on in ((self._nvme[node], nvme), (self.shm_dir(node), shm)):
             if on and d.exists():
                 for p in d.iterdir():
@@ -343,16 +231,7 @@ def _reap(proc: subprocess.Popen) -> None:
 
 
 def sweep() -> list[int]:
-    """SIGKILL processes left by dead harnesses (they carry CHAOSBENCH_OWNER), and their shm dirs."""
-    dead = [pid for pid, tok in proctree.find_with_key(owner_mod.OWNER_ENV).items()
-            if not owner_mod.alive(tok)]
-    proctree.signal_all(dead, signal.SIGKILL)
-    for d in SHM_ROOT.glob("chaosbench-cb*"):
-        try:
-            tok = (d / "owner").read_text().strip()
-        except OSError:
-            continue
-        if not owner_mod.alive(tok):
-            shutil.rmtree(d, ignore_errors=True)
+    """What dead harnesses left here: their processes (they carry CHAOSBENCH_OWNER), shm dirs and loop disks."""
+    dead = sweep_local()
     loopfs.sweep()
     return dead

@@ -1,7 +1,8 @@
 """Health waits and route set-up shared by the backends, spoken over HTTP only.
 
-The harness drives the proxy through Toxiproxy's HTTP API, so ours and a real Toxiproxy are
-interchangeable; etcd and S3 are probed on their own health endpoints.
+The harness drives the proxy through Toxiproxy's HTTP API (chaosbench.proxy.client, its one
+client), so ours and a real Toxiproxy are interchangeable; etcd and S3 are probed on their own
+health endpoints.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import urllib.error
 import urllib.request
 
 from chaosbench.cluster.base import ClusterError
+from chaosbench.proxy.client import ProxyAPIError, ProxyClient
 
 
 def http(method: str, url: str, body: object | None = None, timeout: float = 10.0) -> tuple[int, str]:
@@ -32,7 +34,7 @@ def wait_until(what: str, probe, timeout: float, log_hint: str = "") -> None:
             if probe():
                 return
             last = "not ready"
-        except (OSError, urllib.error.URLError, ValueError) as exc:
+        except (OSError, urllib.error.URLError, ValueError, ProxyAPIError) as exc:
             last = str(exc)
         time.sleep(0.2)
     raise ClusterError(f"{what} not ready after {timeout:.0f}s ({last}){log_hint}")
@@ -49,15 +51,23 @@ def s3_ready(url: str) -> bool:
 
 
 def proxy_ready(api: str) -> bool:
-    return http("GET", f"{api}/version")[0] == 200
+    """True once the API answers; an unreachable or failing API raises ProxyAPIError (wait_until keeps it)."""
+    with ProxyClient(api, timeout=10.0) as proxy:
+        proxy.version()
+    return True
 
 
 def create_routes(api: str, routes: dict[str, tuple[str, str]]) -> None:
     """routes: name -> (listen, upstream). Replaces existing routes of the same name (after a proxy restart)."""
-    for name, (listen, upstream) in routes.items():
-        http("DELETE", f"{api}/proxies/{name}")
-        status, body = http("POST", f"{api}/proxies",
-                            {"name": name, "listen": listen, "upstream": upstream, "enabled": True})
-        if status not in (200, 201):
-            raise ClusterError(f"proxy at {api}: creating route {name} ({listen} -> {upstream}) "
-                               f"answered {status}: {body[:300]}")
+    with ProxyClient(api, timeout=10.0) as proxy:
+        for name, (listen, upstream) in routes.items():
+            try:
+                proxy.delete(name)
+            except ProxyAPIError as exc:
+                if exc.status != 404:   # 404: no such route yet, the usual case
+                    raise ClusterError(f"proxy at {api}: removing route {name}: {exc}") from exc
+            try:
+                proxy.create_proxy(name, upstream=upstream, listen=listen)
+            except ProxyAPIError as exc:
+                raise ClusterError(f"proxy at {api}: creating route {name} ({listen} -> {upstream}) "
+                                   f"answered {exc.status}: {exc.message[:300]}") from exc

@@ -57,8 +57,7 @@ def test_clean_keeps_and_lists_another_hosts_things_and_all_removes_them(tmp_pat
     import socket
 
     from chaosbench.cluster import clean as clean_mod
-    from chaosbench.cluster import local_backend
-    monkeypatch.setattr(local_backend, "SHM_ROOT", tmp_path)
+    monkeypatch.setattr(clean_mod, "SHM_ROOT", tmp_path)
     monkeypatch.setattr(clean_mod.loopfs, "sweep", lambda everything: [])
     monkeypatch.setattr(clean_mod.loopfs, "stale_loops", lambda everything: [])
     monkeypatch.setattr(clean_mod, "_slurm", lambda everything, removed: None)

@@ -5,6 +5,7 @@ import pytest
 
 from chaosbench.cluster.base import ClusterError, ClusterSpec
 from chaosbench.cluster.slurm import backend as slurm_backend
+from chaosbench.cluster.slurm import allocation
 from chaosbench.cluster.slurm.commands import (Allocation, parse_job_id, parse_steps, sbatch_argv,
                                                srun_argv, unusable)
 from chaosbench.cluster.slurm.conf import compute_hosts, slurm_conf
@@ -65,7 +66,7 @@ def test_forbidden_fault_is_dropped_with_the_permission_it_needs(monkeypatch, tm
     monkeypatch.setenv("CHAOSBENCH_SLURM_FORBID", "partition")
     c = slurm_backend.SlurmCluster(ClusterSpec(run_id="r", run_dir=tmp_path, nodes=2))
     assert "partition" not in c.supported_faults and "kill_node" in c.supported_faults
-    assert "NET_ADMIN" in c.refusal_hint
+    assert "NET_ADMIN" in c.refusal_hint()
 
 
 def test_without_a_shared_filesystem_nodes_write_locally_and_events_arrive_in_the_run_dir(monkeypatch, tmp_path):
@@ -106,7 +107,7 @@ class _FakeSlurm:
 def test_event_pump_streams_live_and_sync_rewrites_whole_files(tmp_path):
     import sys
     import time
-    from chaosbench.cluster.slurm.history import EventPump
+    from chaosbench.cluster.slurm.event_pump import EventPump
     node, dest = tmp_path / "node", tmp_path / "run" / "events"
     node.mkdir()
     pump = EventPump(_FakeSlurm(sys.executable), "1", sys.executable, str(Path(__file__).resolve().parents[2]),
@@ -255,7 +256,7 @@ class _Recorder:
 def test_sweep_removes_the_fault_chain_on_every_host_of_a_dead_harness_job_before_cancelling_it():
     rec = _Recorder()
     removed = {}
-    assert slurm_backend.sweep(rec, removed=removed) == ["41"]
+    assert allocation.sweep(rec, removed=removed) == ["41"]
     sruns = [c for c in rec.calls if c[0] == "srun"]
     assert len(sruns) == 1
     srun = sruns[0]
@@ -272,14 +273,14 @@ def test_sweep_removes_the_fault_chain_on_every_host_of_a_dead_harness_job_befor
 def test_sweep_says_when_the_chain_could_not_be_removed_and_still_cancels(capsys):
     rec = _Recorder(srun_fails=True)
     removed = {}
-    assert slurm_backend.sweep(rec, removed=removed) == ["41"]
+    assert allocation.sweep(rec, removed=removed) == ["41"]
     assert ["scancel", "41"] in rec.calls and "slurm fault rules" not in removed
     assert "may be left" in capsys.readouterr().err
 
 
 def test_sweep_of_a_pending_job_runs_no_step():
     rec = _Recorder(state="PENDING")
-    assert slurm_backend.sweep(rec) == ["41"]
+    assert allocation.sweep(rec) == ["41"]
     assert not [c for c in rec.calls if c[0] == "srun"]
 
 

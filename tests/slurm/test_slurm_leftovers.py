@@ -42,7 +42,7 @@ def _sh(tc, host, script):
 
 
 def test_sweep_removes_a_killed_harness_chain_from_every_host_of_its_job(tc, monkeypatch):
-    from chaosbench.cluster.slurm.backend import sweep
+    from chaosbench.cluster.slurm.allocation import sweep
     from chaosbench.cluster.slurm.commands import Allocation, Slurm, parse_job_id, sbatch_argv
     for k, v in tc.env().items():
         monkeypatch.setenv(k, v)

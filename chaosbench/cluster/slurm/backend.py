@@ -4,32 +4,32 @@ The harness runs on a login node (or reaches one through $CHAOSBENCH_SLURM_LOGIN
 proxy and S3 run beside the harness, bound to $CHAOSBENCH_SLURM_SERVICE_HOST (an address the nodes
 reach). Events come back live through a shared filesystem ($CHAOSBENCH_SLURM_SHARED: the same path
 on the harness and on every node, like a site's NFS/Lustre) or, without one, streamed through an
-`srun` step per host (history.py); each step's output is the srun client's output, written into
+`srun` step per host (event_pump.py); each step's output is the srun client's output, written into
 run_dir/logs. Faults use Slurm's own means: `scancel --signal` of a node's step
-(signals its whole process tree), and `srun --overlap` steps for iptables and disk fills.
+(signals its whole process tree), and `srun --overlap` steps for the in-node commands (innode.py:
+workers, iptables, disk fills). The allocation's own lifecycle is in allocation.py.
 """
 from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
-import time
-import uuid
 from pathlib import Path
 
+from chaosbench.cluster import innode
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.host_services import HostServices
+from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import hosts_store, node_plan, validate
-from chaosbench.cluster.lifecycle import track, untrack
-from chaosbench.cluster.local_backend import HostServiceFaults
-from chaosbench.cluster.slurm.commands import (Allocation, Slurm, parse_job_id, parse_steps, sbatch_argv,
-                                               srun_argv, step_argv)
-from chaosbench.cluster.slurm.history import EventPump
-from chaosbench.cluster.slurm.services import MODES, LocalServices, NodeServices
+from chaosbench.cluster.slurm import allocation
+from chaosbench.cluster.slurm.allocation import sweep  # noqa: F401  (chaosbench clean, tests)
+from chaosbench.cluster.slurm.commands import Allocation, Slurm, srun_argv, step_argv
+from chaosbench.cluster.slurm.event_pump import EventPump
+from chaosbench.cluster.slurm.services import MODES, NodeServices
 
 C10D_PORT = 29400
 # Permission each network fault needs on the nodes; a site that forbids it sets
@@ -41,46 +41,41 @@ PERMISSIONS = {"partition": "root + CAP_NET_ADMIN in the job's steps (iptables)"
                "heal_network": "root + CAP_NET_ADMIN in the job's steps (iptables)",
                "fill_nvme": "a size-limited node-local scratch filesystem",
                "free_nvme": "a size-limited node-local scratch filesystem"}
-_ALL = frozenset({"kill_node", "stop_node", "start_node", "kill_worker", "pause_node", "unpause_node",
-                  "partition", "disconnect", "heal_network", "fill_nvme", "free_nvme", "nvme_dir", "wipe_node_storage",
-                  "add_node"}) | HostServiceFaults.SERVICE_FAULTS   # services.py: beside the harness or on a node
-
-
-# Removes our chain from a host entirely (idempotent; fails only if the chain is still there). A Slurm
-# node outlives the run, so heal_network, teardown and the sweep of a dead harness's job all run it.
-HEAL_SCRIPT = ("iptables -D INPUT -j CHAOSBENCH 2>/dev/null; iptables -D OUTPUT -j CHAOSBENCH 2>/dev/null; "
-               "iptables -F CHAOSBENCH 2>/dev/null; iptables -X CHAOSBENCH 2>/dev/null; "
-               "! iptables -n -L CHAOSBENCH >/dev/null 2>&1")
+SERVICE_NAMES = ("etcd", "s3", "proxy", "toxiproxy")
 
 
 def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"CHAOSBENCH_SLURM_{name}", default)
 
 
+def forbidden() -> frozenset[str]:
+    """The primitives the site forbids ($CHAOSBENCH_SLURM_FORBID)."""
+    return frozenset(f.strip() for f in (_env("FORBID") or "").split(",") if f.strip())
+
+
 def supported() -> frozenset[str]:
-    forbidden = {f.strip() for f in (_env("FORBID") or "").split(",") if f.strip()}
-    return _ALL - forbidden
+    return SlurmCluster.implemented_faults() - forbidden()
 
 
-class SlurmCluster(HostServiceFaults, Cluster):
+class SlurmCluster(Cluster):
     backend = "slurm"
-    supported_faults = _ALL    # the instance's drops what the site forbids ($CHAOSBENCH_SLURM_FORBID)
+
+    @classmethod
+    def withheld(cls) -> frozenset[str]:
+        return forbidden()
 
     def __init__(self, spec: ClusterSpec, partition: str | None = None, account: str | None = None,
                  time_limit: str | None = None, gpus_per_node: int | None = None,
                  sbatch_options: list[str] | None = None, services: str | None = None):
         validate(spec)
         super().__init__(spec)
-        self.supported_faults = supported()
         self.slurm = Slurm()
-        self.run_dir = Path(spec.run_dir).resolve()
-        slug = re.sub(r"[^a-z0-9]+", "", spec.run_id.lower())[:20]
-        self.project = f"cb{slug}{uuid.uuid4().hex[:8]}"
-        shared = _env("SHARED")   # unset: events are streamed back through srun (slurm/history.py)
+        shared = _env("SHARED")   # unset: events are streamed back through srun (slurm/event_pump.py)
         self.shared = Path(shared) / self.project if shared else None
         self.python = _env("PYTHON", "python3")
         self.srcdir = _env("SRCDIR", str(Path(__file__).resolve().parents[3]))
         self.scratch = _env("SCRATCH", "/tmp")            # node-local disk, the NVMe tier
+        self.fill_guard = self.scratch                    # filling a scratch on the root fs fills the node
         self.scratch_view = _env("SCRATCH_VIEW")          # '{host}' -> that node's scratch seen from here
         self.service_host = _env("SERVICE_HOST", "127.0.0.1")
         self.services_mode = services or _env("SERVICES", "harness")
@@ -88,45 +83,70 @@ class SlurmCluster(HostServiceFaults, Cluster):
             raise ClusterError(f"slurm services={self.services_mode!r}: choose one of {', '.join(MODES)} "
                                f"(cluster.slurm.services, --slurm-services or $CHAOSBENCH_SLURM_SERVICES)")
         self.alloc = Allocation(
-            nodes=max(spec.nodes, spec.max_nodes) + spec.spare_nodes + (self.services_mode == "node"), job_name=f"chaosbench-{self.project}",
-            partition=partition or _env("PARTITION"), account=account or _env("ACCOUNT"),
-            time=time_limit or _env("TIME"), gpus_per_node=gpus_per_node,
+            nodes=max(spec.nodes, spec.max_nodes) + spec.spare_nodes + (self.services_mode == "node"),
+            job_name=f"chaosbench-{self.project}", partition=partition or _env("PARTITION"),
+            account=account or _env("ACCOUNT"), time=time_limit or _env("TIME"), gpus_per_node=gpus_per_node,
             extra=[*(sbatch_options or []), *(_env("SBATCH_OPTIONS") or "").split()])
         self.job_id: str | None = None
         self.hosts: list[str] = []
-        self._nodes = [f"node-{i}" for i in range(spec.nodes)]
         self._host_of: dict[str, str] = {}
         self._procs: dict[str, subprocess.Popen] = {}
         self._paused: set[str] = set()
         self._cut_nodes: set[str] = set()    # partitioned/disconnected: healed before the job ends
         self.steps: dict[str, list[str]] = {}               # node -> its step ids, oldest first
-        self.services: LocalServices | NodeServices | None = None
+        self.services: HostServices | NodeServices | None = None
         self._pump: EventPump | None = None
 
-    @property
+    # -- optional features -----------------------------------------------------------------
     def refusal_hint(self) -> str:
         """Why a fault is missing here: the permission the site withholds (said before allocating)."""
-        gone = sorted(_ALL - self.supported_faults)
+        gone = sorted(self.implemented_faults() - self.supported_faults)
         return "".join(f"; {f} is forbidden at this site (${FORBID_ENV}); it needs {PERMISSIONS.get(f, 'a permission')}"
                        for f in gone)
 
+    def probe_faults(self, needs: set[str]) -> list[str]:
+        """What the site withholds after all: the network faults need iptables in the job's steps.
+        Tried on the first node of the allocation (read-only: list the filter table) before training."""
+        want = sorted(set(needs) & set(NETWORK_FAULTS) & self.supported_faults)
+        if not want:
+            return []
+        try:
+            self.slurm.run(*step_argv(self.job_id, self._node_hosts()[0], "chaosbench-probe"),
+                           "iptables", "-w", "5", "-n", "-L", "OUTPUT", timeout=120)
+        except ClusterError as exc:
+            return [f"{f} needs {PERMISSIONS[f]}, which a probe on {self._node_hosts()[0]} did not find "
+                    f"({str(exc)[-200:]}); declare it in ${FORBID_ENV} to refuse before allocating" for f in want]
+        return []
+
+    def record(self) -> dict:
+        """Slurm ids for the run record (harness.json): the job, each node's host and steps, services."""
+        where = getattr(self.services, "node_host", None) or self.service_host
+        return {"job_id": self.job_id, "hosts": dict(self._host_of), "steps": dict(self.steps),
+                "services": {"mode": self.services_mode, "host": where}}
+
+    def attach_hint(self) -> str:
+        return (f"Slurm job {self.job_id} on {', '.join(self.hosts) or 'no hosts yet'} (steps {self.steps}); "
+                f"events in {self.events_dir}; proxy API {self.proxy_api}; remove it with "
+                f"`scancel {self.job_id}`, then `chaosbench clean` for the services beside the harness")
+
     # -- lifecycle -------------------------------------------------------------------------
-    def up(self) -> None:
-        track(self)
-        sweep(self.slurm)
+    def _sweep_dead(self) -> None:
+        allocation.sweep(self.slurm)
+
+    def _start(self) -> None:
         # inherited by what we start here (services, srun clients): a later sweep reaps them after a SIGKILL
         os.environ[owner_mod.OWNER_ENV] = owner_mod.token()
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
         self.events_dir.mkdir(parents=True, exist_ok=True)
         if self.services_mode == "harness":
-            self.services = LocalServices(self.service_host, self.run_dir / "nodes" / "etcd-data",
-                                          self.run_dir / "logs", f"etcd-{self.project}")
+            self.services = HostServices(self.service_host, self.run_dir / "nodes" / "etcd-data",
+                                         self.run_dir / "logs", f"etcd-{self.project}")
             self.services.start()
         self.alloc.comment = owner_mod.token()
-        self.job_id = parse_job_id(self.slurm.run(*sbatch_argv(self.alloc)))
+        self.job_id = allocation.submit(self.slurm, self.alloc)
         self._record()
-        self.hosts = self._wait_running()
+        self.hosts = allocation.wait_running(self.slurm, self.job_id)
         if self.services_mode == "node":   # the first host holds the services; nodes get the rest
             self.services = NodeServices(self.slurm, self.job_id, self.hosts[0], self.python, self.srcdir,
                                          f"{self.scratch}/chaosbench-{self.project}/services",
@@ -141,49 +161,12 @@ class SlurmCluster(HostServiceFaults, Cluster):
             for host in self._node_hosts():
                 self._pump.follow(host)
 
-    def probe_faults(self, needed: set[str]) -> list[str]:
-        """What the site withholds after all: the network faults need iptables in the job's steps.
-        Tried on the first node of the allocation (read-only: list the filter table) before training."""
-        want = sorted(needed & set(NETWORK_FAULTS) & self.supported_faults)
-        if not want:
-            return []
-        try:
-            self.slurm.run(*step_argv(self.job_id, self._node_hosts()[0], "chaosbench-probe"),
-                           "iptables", "-w", "5", "-n", "-L", "OUTPUT", timeout=120)
-        except ClusterError as exc:
-            return [f"{f} needs {PERMISSIONS[f]}, which a probe on {self._node_hosts()[0]} did not find "
-                    f"({str(exc)[-200:]}); declare it in ${FORBID_ENV} to refuse before allocating" for f in want]
-        return []
-
     def _node_hosts(self) -> list[str]:
         """Hosts that run training nodes (with services on a node, the first host is theirs)."""
         return self.hosts[1:] if self.services_mode == "node" else list(self.hosts)
 
-    def _service_action(self, service: str, action: str) -> None:
-        self.services.action(service, action)
-
-    def _wait_running(self, timeout: float = 300) -> list[str]:
-        deadline = time.monotonic() + timeout
-        state = ""
-        while time.monotonic() < deadline:
-            out = self.slurm.run("squeue", "-h", "-j", self.job_id, "-o", "%T|%N|%r", check=False).strip()
-            state, nodelist, reason = (out.split("|") + ["", "", ""])[:3]
-            if state == "RUNNING":
-                return self.slurm.run("scontrol", "show", "hostnames", nodelist).split()
-            if not out or state in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "COMPLETED"):
-                raise ClusterError(f"Slurm job {self.job_id} ended before starting ({state or 'gone'})")
-            time.sleep(0.5)
-        raise ClusterError(f"Slurm job {self.job_id} not running after {timeout:g} s (state {state}; "
-                           f"check partition/account/nodes with `squeue -j {self.job_id}`)")
-
     def _record(self) -> None:
         (self.run_dir / "slurm.json").write_text(json.dumps(self.record(), indent=1))
-
-    def record(self) -> dict:
-        """Slurm ids for the run record (harness.json): the job, each node's host and steps, services."""
-        where = getattr(self.services, "node_host", None) or self.service_host
-        return {"job_id": self.job_id, "hosts": dict(self._host_of), "steps": dict(self.steps),
-                "services": {"mode": self.services_mode, "host": where}}
 
     def _node_dirs(self, node: str) -> tuple[str, str]:
         return (f"{self.scratch}/chaosbench-{self.project}/{node}/nvme",
@@ -206,21 +189,11 @@ class SlurmCluster(HostServiceFaults, Cluster):
         if wait:
             self._await_step(node)
 
-    def _await_step(self, node: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        known = set(self.steps.get(node, []))
-        while time.monotonic() < deadline:
-            steps = parse_steps(self.slurm.run("squeue", "-h", "-s", "-j", self.job_id, "-o", "%i %j"))
-            step = steps.get(node)
-            if step and step not in known:
-                self.steps.setdefault(node, []).append(step)
-                self._record()
-                return
-            if self._procs[node].poll() is not None:
-                raise ClusterError(f"{node}: srun exited ({self._procs[node].returncode}) before its step "
-                                   f"started; see {self.run_dir / 'logs' / (node + '.log')}")
-            time.sleep(0.3)
-        raise ClusterError(f"{node}: no Slurm step after {timeout:g} s")
+    def _await_step(self, node: str) -> None:
+        step = allocation.await_step(self.slurm, self.job_id, node, self.steps.get(node, []), self._procs[node],
+                                     self.run_dir / "logs" / f"{node}.log")
+        self.steps.setdefault(node, []).append(step)
+        self._record()
 
     def start_training(self) -> None:
         self._launch_all(self._nodes)
@@ -240,9 +213,6 @@ class SlurmCluster(HostServiceFaults, Cluster):
             self._launch(node, wait=False)
         for node in nodes:
             self._await_step(node)
-
-    def node_names(self) -> list[str]:
-        return list(self._nodes)
 
     def node_status(self, node: str) -> str:
         proc = self._procs.get(node)
@@ -281,17 +251,13 @@ class SlurmCluster(HostServiceFaults, Cluster):
                      "steps": self.steps.get(n, [])} for n, p in self._procs.items()}
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
 
-    def down(self) -> None:
-        """Cancel the job, stop the srun clients and services; stays tracked (the exit-time sweep
-        retries) unless Slurm no longer knows the job and none of our processes is alive."""
+    def _stop(self) -> list[str]:
+        """Cancel the job, stop the srun clients and services; what is left: the job still in squeue,
+        live processes of ours, iptables rules on a host."""
         job_left = False
         cut = self._heal_leftover_cuts() if self.job_id else []   # needs the job: srun steps
         if self.job_id:
-            try:
-                self.slurm.run("scancel", self.job_id, timeout=60)   # every step, and the job
-            except ClusterError as exc:
-                print(f"chaosbench: scancel {self.job_id}: {exc}", file=sys.stderr)
-            job_left = not self._wait_gone()
+            job_left = not allocation.cancel(self.slurm, self.job_id)
         if self._pump is not None:
             self._pump.stop()
         for proc in self._procs.values():
@@ -308,43 +274,40 @@ class SlurmCluster(HostServiceFaults, Cluster):
         left = [p.pid for p in self._procs.values() if p.poll() is None]
         left += [p.pid for p in (self._pump.procs.values() if self._pump else []) if p.poll() is None]
         left += self.services.alive() if self.services is not None else []
-        if job_left or left or cut:
-            raise ClusterError(f"teardown of {self.project}: " + ", ".join(
-                ([f"Slurm job {self.job_id} still in squeue"] if job_left else [])
+        return (([f"Slurm job {self.job_id} still in squeue"] if job_left else [])
                 + ([f"processes {left} alive"] if left else [])
-                + ([f"iptables rules left on {', '.join(self._host_of.get(n, n) for n in cut)}"] if cut else [])))
-        self.torn_down = True
-        untrack(self)
+                + ([f"iptables rules on {', '.join(self._host_of.get(n, n) for n in cut)}"] if cut else []))
 
-    def _wait_gone(self, timeout: float = 60) -> bool:
-        """True once squeue no longer lists the job (False: still there, or squeue unreachable)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if not self.slurm.run("squeue", "-h", "-j", self.job_id, "-o", "%i", timeout=30).strip():
-                    return True
-            except ClusterError as exc:
-                if "Invalid job id" in str(exc):   # already purged from slurmctld's memory
-                    return True
-            time.sleep(0.5)
-        return False
-
-    # -- faults ----------------------------------------------------------------------------
+    # -- hooks -----------------------------------------------------------------------------
     def _step(self, node: str) -> str:
-        if node not in self._nodes:
-            raise ClusterError(f"unknown node {node!r}; nodes: {', '.join(self._nodes)}")
+        self._check_node(node)
         if not self.steps.get(node):
             raise ClusterError(f"{node} has no Slurm step")
         return self.steps[node][-1]
 
-    def _signal(self, node: str, sig: str) -> None:
-        self.slurm.run("scancel", f"--signal={sig}", self._step(node))
-
-    def _on_node(self, node: str, *argv: str, timeout: float = 120) -> str:
+    def _run_in_node(self, node: str, script: Script, *args: str, timeout: float = 120) -> str:
         """A short extra step on the node's host, beside its training step."""
         self._step(node)
-        return self.slurm.run(*step_argv(self.job_id, self._host_of[node], "chaosbench-fault"), *argv,
-                              timeout=timeout)
+        return self.slurm.run(*step_argv(self.job_id, self._host_of[node], "chaosbench-fault"),
+                              *script.argv(self.python, *args), timeout=timeout)
+
+    def _service_action(self, service: str, action: str) -> None:
+        self.services.action(service, action)
+
+    def _nvme_in_node(self, node: str) -> str:
+        return self._node_dirs(node)[0]
+
+    def _cut_targets(self, node: str, peers: list[str] | None) -> list[str]:
+        names = peers if peers is not None else [n for n in self._nodes if n != node]
+        hosts = [self._host_of.get(p, p) for p in names if p not in SERVICE_NAMES]
+        if peers is None or any(p in SERVICE_NAMES for p in peers):
+            hosts.append(self.services.host)
+        self._cut_nodes.add(node)   # before the step: a rule may land even if srun then fails
+        return hosts
+
+    # -- faults ----------------------------------------------------------------------------
+    def _signal(self, node: str, sig: str) -> None:
+        self.slurm.run("scancel", f"--signal={sig}", self._step(node))
 
     def kill_node(self, node: str) -> None:
         if self.node_status(node) == "paused":
@@ -359,7 +322,7 @@ class SlurmCluster(HostServiceFaults, Cluster):
     def _lose_memory(self, node: str) -> None:
         """A dead node's RAM is gone: its shared-memory snapshots must not survive into its restart
         (docker recreates a container's /dev/shm on start; here the host stays up)."""
-        self._on_node(node, "rm", "-rf", self._node_dirs(node)[1])
+        self._run_in_node(node, innode.REMOVE, self._node_dirs(node)[1])
 
     def stop_node(self, node: str) -> None:
         self._signal(node, "TERM")   # torchrun forwards it to its workers
@@ -373,15 +336,6 @@ class SlurmCluster(HostServiceFaults, Cluster):
     def start_node(self, node: str) -> None:
         self.start_nodes([node])
 
-    def kill_worker(self, node: str, local_rank: int = 0) -> None:
-        script = ("import os,signal\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
-                  "    try: env = open(f'/proc/{p}/environ','rb').read().split(b'\\0')\n"
-                  "    except OSError: continue\n"
-                  f"    if b'LOCAL_RANK={local_rank}' in env and b'CHAOSBENCH_RUN_ID={self.spec.run_id}' in env:\n"
-                  "        os.kill(int(p), signal.SIGKILL); print(p)\n")
-        if not self._on_node(node, self.python, "-c", script).strip():
-            raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
-
     def pause_node(self, node: str) -> None:
         self._signal(node, "STOP")
         self._paused.add(node)
@@ -390,33 +344,16 @@ class SlurmCluster(HostServiceFaults, Cluster):
         self._signal(node, "CONT")
         self._paused.discard(node)
 
-    def partition(self, node: str, peers: list[str] | None = None) -> None:
-        """Silent: iptables DROP inside the node towards its peers' and the services' addresses."""
-        self._cut(node, peers, ["-j DROP"])
-
     def disconnect(self, node: str) -> None:
         """Loud: iptables REJECT (TCP reset, ICMP unreachable) towards peers and services, so every
         connection fails at once, as a pulled cable on a NIC with link detection does. A node's NIC
         itself cannot be taken down from a job step without losing the node."""
-        self._cut(node, None, ["-p tcp -j REJECT --reject-with tcp-reset", "-j REJECT"])
-
-    def _cut(self, node: str, peers: list[str] | None, actions: list[str]) -> None:
-        names = peers if peers is not None else [n for n in self._nodes if n != node]
-        hosts = [self._host_of.get(p, p) for p in names if p not in ("etcd", "s3", "proxy", "toxiproxy")]
-        if peers is None or any(p in ("etcd", "s3", "proxy", "toxiproxy") for p in peers):
-            hosts.append(self.services.host)
-        per_ip = "; ".join(f'iptables -A CHAOSBENCH -{d} "$ip" {a}' for a in actions for d in ("s", "d"))
-        rules = ["set -e", "iptables -N CHAOSBENCH 2>/dev/null || true",
-                 "iptables -C INPUT -j CHAOSBENCH 2>/dev/null || iptables -I INPUT -j CHAOSBENCH",
-                 "iptables -C OUTPUT -j CHAOSBENCH 2>/dev/null || iptables -I OUTPUT -j CHAOSBENCH",
-                 'for h in "$@"; do for ip in $(getent ahostsv4 "$h" | cut -d" " -f1 | sort -u); do '
-                 f'{per_ip}; done; done']
-        self._cut_nodes.add(node)   # before the step: a rule may land even if srun then fails
-        self._on_node(node, "sh", "-c", "\n".join(rules), "cut", *hosts)
+        self._check_node(node)
+        self._run_in_node(node, innode.cut(innode.REJECT), *self._cut_targets(node, None))
 
     def heal_network(self, node: str) -> None:
         """Remove our chain from the host entirely: unlike a container, a Slurm node outlives the run."""
-        self._on_node(node, "sh", "-c", HEAL_SCRIPT)
+        super().heal_network(node)
         self._cut_nodes.discard(node)
 
     def _heal_leftover_cuts(self) -> list[str]:
@@ -432,22 +369,10 @@ class SlurmCluster(HostServiceFaults, Cluster):
                 left.append(node)
         return left
 
-    def fill_nvme(self, node: str, percent: float = 100.0) -> None:
-        if not 0 < percent <= 100:
-            raise ClusterError(f"fill_nvme percent={percent}: must be in (0, 100]")
-        from chaosbench.cluster.docker_backend import _FILL_SCRIPT
-        nvme = self._node_dirs(node)[0]
-        guard = (f"import os,sys; a=os.stat({self.scratch!r}).st_dev; b=os.stat('/').st_dev\n"
-                 "if a == b: sys.exit('node-local scratch is not its own filesystem: filling it fills the node')\n")
-        self._on_node(node, self.python, "-c", guard + _FILL_SCRIPT, nvme, str(percent))
-
-    def free_nvme(self, node: str) -> None:
-        self._on_node(node, "rm", "-f", f"{self._node_dirs(node)[0]}/.chaosbench-fill")
-
     def wipe_node_storage(self, node: str, nvme: bool = True, shm: bool = True) -> None:
         dirs = [d for d, on in zip(self._node_dirs(node), (nvme, shm)) if on]
         if dirs:
-            self._on_node(node, "sh", "-c", 'for d in "$@"; do rm -rf "$d"; mkdir -p "$d"; done', "wipe", *dirs)
+            self._run_in_node(node, innode.EMPTY, *dirs)
 
     def nvme_dir(self, node: str) -> Path:
         self._step(node)
@@ -471,39 +396,3 @@ class SlurmCluster(HostServiceFaults, Cluster):
             self._pump.follow(free[0])
         self._launch(node)
         return node
-
-
-def sweep(slurm: Slurm, everything: bool = False, removed: dict | None = None) -> list[str]:
-    """Cancel allocations of dead harnesses (every chaosbench job with everything=True): each job
-    carries its owner token in its comment. A killed harness may have left a partition's iptables
-    chain on its compute hosts, which outlive the job: while the allocation still runs, one step per
-    host removes the chain first (the hosts land in removed['slurm fault rules'])."""
-    out = slurm.run("squeue", "-h", "-o", "%i|%j|%T|%N|%k", check=False)
-    dead = []
-    for line in out.splitlines():
-        parts = line.split("|", 4)
-        if len(parts) == 5 and parts[1].startswith("chaosbench-") and \
-                (everything or not owner_mod.alive(parts[4].strip())):
-            dead.append(parts[0])
-            if parts[2] == "RUNNING" and parts[3].strip():
-                healed = _heal_job_hosts(slurm, parts[0], parts[3].strip())
-                if removed is not None and healed:
-                    removed.setdefault("slurm fault rules", []).extend(healed)
-    if dead:
-        slurm.run("scancel", *dead, check=False)
-    return dead
-
-
-def _heal_job_hosts(slurm: Slurm, job_id: str, nodelist: str) -> list[str]:
-    """Run HEAL_SCRIPT once on every host of a job (one task per host); returns the hosts healed.
-    A failure is said, not hidden: the rules may then be left on those hosts."""
-    try:
-        hosts = slurm.run("scontrol", "show", "hostnames", nodelist).split()
-        n = str(len(hosts))
-        slurm.run("srun", f"--jobid={job_id}", "--overlap", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1",
-                  f"--nodelist={nodelist}", "--job-name=chaosbench-clean", "sh", "-c", HEAL_SCRIPT, timeout=120)
-        return [f"{h} (job {job_id})" for h in hosts]
-    except ClusterError as exc:
-        print(f"chaosbench: iptables chain CHAOSBENCH on the hosts of Slurm job {job_id} ({nodelist}) "
-              f"may be left: {str(exc)[-300:]}", file=sys.stderr)
-        return []

@@ -1,7 +1,7 @@
 """etcd, the S3 endpoint and the fault proxy for a Slurm run, where the site wants them:
 
 - `harness` (default): processes beside the harness (the login node), bound to
-  $CHAOSBENCH_SLURM_SERVICE_HOST;
+  $CHAOSBENCH_SLURM_SERVICE_HOST (host_services.HostServices, as on the local backend);
 - `node`: one more host of the allocation runs them, as one `srun --overlap` step of
 
       python -m chaosbench.cluster.slurm.services --data DIR
@@ -26,73 +26,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.local_backend import HostServiceFaults, python_services
-from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
+from chaosbench.cluster.host_services import HostServices
 from chaosbench.cluster.slurm.commands import step_argv
-from chaosbench.services.etcd_server import EtcdServer
-from chaosbench.services.ports import free_ports
 
 MODES = ("harness", "node")
 
 
-class _Endpoints:
-    host: str
-    ports: dict[str, int]
-
-    @property
-    def proxy_api(self) -> str:
-        return f"http://{self.host}:{self.ports['proxy']}"
-
-    @property
-    def s3_endpoint(self) -> str:
-        return f"http://{self.host}:{self.ports['s3']}"
-
-
-class LocalServices(_Endpoints, HostServiceFaults):
-    """The three services as processes on this machine, bound to `host`."""
-
-    def __init__(self, host: str, data_dir: Path, logs: Path, name: str):
-        self.host, self.data_dir, self.logs, self.name = host, Path(data_dir), Path(logs), name
-        self.ports: dict[str, int] = {}
-        self.etcd: EtcdServer | None = None
-        self._services = {}
-
-    def start(self) -> None:
-        self.logs.mkdir(parents=True, exist_ok=True)
-        self.etcd = EtcdServer(self.data_dir, host=self.host, name=self.name)
-        self.etcd.start()
-        names = ("s3", "proxy", "proxy_etcd", "proxy_s3")
-        self.ports.update(zip(names, free_ports(len(names), self.host)))
-        self.ports["etcd"] = self.etcd.client_port
-        self._services = python_services(self.host, self.ports, self.logs)
-        for svc in self._services.values():
-            svc.start()
-        hint = f"; see {self.logs}"
-        wait_until("S3 endpoint", lambda: s3_ready(self.s3_endpoint), 60, hint)
-        wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30, hint)
-        self._create_routes()
-        wait_until("etcd through the proxy", lambda: etcd_ready(f"http://{self.host}:{self.ports['proxy_etcd']}"),
-                   30, hint)
-
-    def _create_routes(self) -> None:
-        h = self.host
-        create_routes(self.proxy_api, {"etcd": (f"{h}:{self.ports['proxy_etcd']}", self.etcd.endpoint),
-                                       "s3": (f"{h}:{self.ports['proxy_s3']}", f"{h}:{self.ports['s3']}")})
-
-    def action(self, service: str, action: str) -> None:
-        self._service_action(service, action)
-
-    def alive(self) -> list[int]:
-        return [s.proc.pid for s in self._services.values() if s.proc and s.proc.poll() is None]
-
-    def stop(self) -> None:
-        for svc in self._services.values():
-            svc.stop()
-        if self.etcd is not None:
-            self.etcd.stop()
-
-
-class NodeServices(_Endpoints):
+class NodeServices:
     """The services on a host of the allocation: started as an srun step, driven over HTTP."""
 
     def __init__(self, slurm, job_id: str, host: str, python: str, srcdir: str, data_dir: str, log: Path):
@@ -103,6 +43,14 @@ class NodeServices(_Endpoints):
         self.proc: subprocess.Popen | None = None
         self.host = ""
         self.ports: dict[str, int] = {}
+
+    @property
+    def proxy_api(self) -> str:
+        return f"http://{self.host}:{self.ports['proxy']}"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"http://{self.host}:{self.ports['s3']}"
 
     def start(self, timeout: float = 180) -> None:
         self.proc = subprocess.Popen(self.slurm.argv(self.argv), stdout=subprocess.PIPE, stderr=open(self.log, "ab"),
@@ -151,7 +99,7 @@ def _own_address() -> str:
 
 
 def serve(data_dir: Path) -> int:
-    services = LocalServices(_own_address(), data_dir / "etcd", data_dir / "logs", "chaosbench-etcd")
+    services = HostServices(_own_address(), data_dir / "etcd", data_dir / "logs", "chaosbench-etcd")
     services.start()
 
     class Control(BaseHTTPRequestHandler):

@@ -1,4 +1,4 @@
-"""Event history from nodes that share no filesystem with the harness: one `srun --overlap` step per
+"""Events from nodes that share no filesystem with the harness: one `srun --overlap` step per
 host runs `chaosbench.observer.stream` on the node-local events dir; what it prints is appended to the
 run's events dir as it arrives (live triggers and progress work as with a shared filesystem), and a
 `--once` pass at collection rewrites each file whole from the node's copy."""
@@ -16,7 +16,7 @@ _NAME = re.compile(r"^[\w.-]+\.jsonl$")   # a file name the node may send: nothi
 
 
 def _step(job_id: str, host: str, python: str, srcdir: str, node_dir: str, once: bool) -> list[str]:
-    return [*step_argv(job_id, host, "chaosbench-history", srcdir), python, "-m", "chaosbench.observer.stream",
+    return [*step_argv(job_id, host, "chaosbench-events", srcdir), python, "-m", "chaosbench.observer.stream",
             *(["--once"] if once else []), node_dir]
 
 

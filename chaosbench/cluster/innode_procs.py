@@ -1,0 +1,103 @@
+"""Find and signal one node's worker processes, from inside the node (stdlib only).
+
+Shipped as the source of `python -c` by every backend (innode.PROCS), and imported by the tests:
+
+    python -c SRC workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]   signal one local rank's worker; print its pids
+
+A worker is a process torchrun gave LOCAL_RANK (the agent has none) whose environment also holds every
+KEY=VALUE marker naming the node. With the reference trainer's warm start, torchrun's worker is a thin
+client and the training process is forked by a node-local server: the fork's /proc/environ is the
+server's, but it holds a pidfd of its client, which names it. Children of either (data loaders) go
+with them, so "the worker" is the whole subtree a rank's training runs in, never the agent.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+
+def environ(pid: int) -> dict[bytes, bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    return dict(kv.split(b"=", 1) for kv in raw.split(b"\0") if b"=" in kv)
+
+
+def pids() -> list[int]:
+    me = os.getpid()
+    return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me]
+
+
+def parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def pidfd_targets(pid: int) -> set[int]:
+    """The processes `pid` holds a pidfd of (fdinfo's `Pid:` line)."""
+    out = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[pidfd]":
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                out.update(int(line.split()[1]) for line in f if line.startswith("Pid:"))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def subtree(roots: set[int], everyone: list[int]) -> set[int]:
+    found, parents = set(roots), {p: parent(p) for p in everyone}
+    grew = True
+    while grew:
+        more = {p for p, pp in parents.items() if pp in found and p not in found}
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def workers(local_rank: int, markers: dict[str, str]) -> list[int]:
+    """The pids of one local rank's worker on this node (see the module doc)."""
+    want = {b"LOCAL_RANK": str(local_rank).encode(), **{k.encode(): v.encode() for k, v in markers.items()}}
+    everyone = pids()
+    roots = {p for p in everyone if (env := environ(p)) and all(env.get(k) == v for k, v in want.items())}
+    roots |= {p for p in everyone if p not in roots and pidfd_targets(p) & roots}   # warm-start forks
+    return sorted(subtree(roots, everyone))
+
+
+def signal_all(targets: list[int], sig: int) -> list[int]:
+    hit = []
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+            hit.append(pid)
+        except ProcessLookupError:
+            pass
+    return hit
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3 or argv[0] != "workers":
+        print("usage: workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]", file=sys.stderr)
+        return 2
+    sig = getattr(signal, f"SIG{argv[1]}")
+    markers = dict(a.split("=", 1) for a in argv[3:])
+    for pid in signal_all(workers(int(argv[2]), markers), sig):
+        print(pid)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
