@@ -5,12 +5,11 @@ cross-check read both alike. An unreachable endpoint is reported as unseen, neve
 """
 from __future__ import annotations
 
-import json
 import posixpath
 import tempfile
 from pathlib import Path
 
-from chaosbench.evidence.inventory import STEP_NAME, verify_dir
+from chaosbench.instrument.manifest import MANIFEST_FILE, STEP_NAME, read, verify_dir
 
 
 def s3_inventory(endpoint: str, bucket: str) -> dict:
@@ -53,14 +52,12 @@ def _verify(client, bucket: str, prefix: str, keys: list[str]) -> tuple[bool | N
                 client.download_file(bucket, k, str(d / posixpath.basename(k)))
         except Exception as e:
             return None, f"download failed: {type(e).__name__}: {e}", step
-        try:
-            man = json.loads((d / "manifest.json").read_text())
-            step = man["step"] if isinstance(man, dict) and isinstance(man.get("step"), int) else step
-        except (OSError, ValueError):
-            pass
+        man = read(d)
+        if man is not None and isinstance(man.get("step"), int):
+            step = man["step"]
         valid, why = verify_dir(d)
         # S3 has no atomic directory: a manifest-less prefix is an upload still in flight (the trainer
         # uploads the manifest last and lists only prefixes with one)
-        if valid is None and why == "no manifest.json":
+        if valid is None and why == f"no {MANIFEST_FILE}":
             return None, "upload without manifest (in flight or abandoned; never listed by the loader)", step
         return valid, why, step

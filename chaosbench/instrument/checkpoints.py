@@ -13,41 +13,17 @@ load themselves always happen, and their errors are the caller's, as with plain 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
-import zlib
 
-MANIFEST = "manifest.json"
-FORMAT = "chaosbench-instrument"
+from . import manifest
+
+MANIFEST = manifest.MANIFEST_FILE
+FORMAT = manifest.INSTRUMENT_FORMAT
 
 
-class ChecksumError(ValueError):
+class ChecksumError(manifest.ManifestError):
     """The checkpoint's bytes do not match its manifest: it must not be used."""
-
-
-def _crc(path) -> str:
-    crc = 0
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            crc = zlib.crc32(chunk, crc)
-    return f"crc32:{crc:08x}"
-
-
-def _write_json(path: str, obj: dict) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
-
-
-def _read_manifest(directory: str) -> dict | None:
-    try:
-        with open(os.path.join(directory, MANIFEST)) as f:
-            man = json.load(f)
-        return man if isinstance(man, dict) else None
-    except (OSError, ValueError):
-        return None
 
 
 def _ev():
@@ -66,13 +42,9 @@ def save(obj, path, step: int | None = None, tier: str | None = None):
     try:
         os.makedirs(directory, exist_ok=True)
         torch.save(obj, tmp)
-        size, digest = os.path.getsize(tmp), _crc(tmp)
+        size, digest = os.path.getsize(tmp), manifest.file_checksum(tmp)
         os.replace(tmp, path)
-        man = {"format": FORMAT, "version": 1, "file": os.path.basename(path), "bytes": size,
-               "checksum": digest, "created": time.time()}
-        if step is not None:
-            man["step"] = int(step)
-        _write_json(os.path.join(directory, MANIFEST), man)
+        manifest.write(directory, manifest.make(step, os.path.basename(path), size, digest, fmt=FORMAT))
     except BaseException as e:
         _ev().save_failed(e, tier=tier, step=step, path=path)
         with contextlib.suppress(OSError):
@@ -92,18 +64,19 @@ def load(path, step: int | None = None, tier: str | None = None, source: str = "
     path = os.fspath(path)
     t0 = time.monotonic()
     size = os.path.getsize(path)
-    man = _read_manifest(os.path.dirname(os.path.abspath(path)))
+    man = manifest.read(os.path.dirname(os.path.abspath(path)))
     if man is not None and man.get("file") != os.path.basename(path):
         man = None
     if step is None and man is not None and isinstance(man.get("step"), int):
         step = man["step"]
+    expected = manifest.expected_checksum(man) if man is not None else None
     digest = ok = None
     if verify:
-        digest = _crc(path)
-        if man is not None and isinstance(man.get("checksum"), str):
-            ok = digest == man["checksum"] and size == man.get("bytes", size)
+        digest = manifest.file_checksum(path, manifest.algorithm(expected) if expected else "crc32")
+        if expected is not None:
+            ok = digest == expected and size == man.get("bytes", size)
     if ok is False:
-        err = f"{path}: {digest}, {size} bytes; manifest says {man['checksum']}, {man.get('bytes')} bytes"
+        err = f"{path}: {digest}, {size} bytes; manifest says {expected}, {man.get('bytes')} bytes"
         _ev().emit("checkpoint_invalid", **_tier_fields(path, tier), step=step, path=path, error=err)
         raise ChecksumError(err)
     # explicit, not torch's default: before torch 2.6 (which pyproject allows) that default unpickles
@@ -117,7 +90,7 @@ def load(path, step: int | None = None, tier: str | None = None, source: str = "
 
 def _dcp_files(directory: str) -> dict[str, int]:
     return {n: os.path.getsize(os.path.join(directory, n)) for n in sorted(os.listdir(directory))
-            if n != MANIFEST and os.path.isfile(os.path.join(directory, n)) and ".tmp" not in n}
+            if n != MANIFEST and os.path.isfile(os.path.join(directory, n)) and not manifest.is_temporary(n)}
 
 
 def _coordinator() -> bool:
@@ -135,13 +108,10 @@ def dcp_save(state_dict: dict, checkpoint_dir, step: int | None = None, tier: st
         dcp.save(state_dict, storage_writer=dcp.FileSystemWriter(directory), **save_kwargs)
         files = _dcp_files(directory)
         if _coordinator():   # dcp.save returns on every rank only after the metadata is written
-            crcs = {n: _crc(os.path.join(directory, n)) for n in files}
-            man = {"format": FORMAT, "version": 1, "file": ".metadata", "bytes": files.get(".metadata", 0),
-                   "checksum": crcs.get(".metadata", ""), "files": crcs, "total_bytes": sum(files.values()),
-                   "created": time.time()}
-            if step is not None:
-                man["step"] = int(step)
-            _write_json(os.path.join(directory, MANIFEST), man)
+            crcs = {n: manifest.file_checksum(os.path.join(directory, n)) for n in files}
+            manifest.write(directory, manifest.make(
+                step, ".metadata", files.get(".metadata", 0), crcs.get(".metadata", ""), fmt=FORMAT,
+                files=crcs, total_bytes=sum(files.values())))
     except BaseException as e:
         _ev().save_failed(e, tier=tier, step=step, path=directory)
         raise
@@ -157,14 +127,15 @@ def dcp_load(state_dict: dict, checkpoint_dir, step: int | None = None, tier: st
     import torch.distributed.checkpoint as dcp
     directory = os.fspath(checkpoint_dir)
     t0 = time.monotonic()
-    man = _read_manifest(directory)
+    man = manifest.read(directory)
     files = _dcp_files(directory)
     if step is None and man is not None and isinstance(man.get("step"), int):
         step = man["step"]
     ok = None
     if verify and man is not None and isinstance(man.get("files"), dict):
         bad = sorted(n for n, c in man["files"].items()
-                     if not os.path.isfile(os.path.join(directory, n)) or _crc(os.path.join(directory, n)) != c)
+                     if not os.path.isfile(os.path.join(directory, n))
+                     or manifest.file_checksum(os.path.join(directory, n), manifest.algorithm(str(c))) != c)
         ok = not bad
         if bad:
             err = f"{directory}: files differ from the manifest: {', '.join(bad)}"

@@ -1,30 +1,33 @@
-"""Serialization, manifests and checksums.
+"""Serialization, and the trainer's use of the checkpoint manifest (docs/manifest.md).
 
 A checkpoint is two files: `state.pt` (torch.save bytes) and `manifest.json`, which records the
 step, size and checksum of `state.pt` ("<algo>:<hex>"; crc32 by default, which catches accidental
 corruption at ~1 GB/s, or sha256/blake2b for a cryptographic digest). The manifest is written
 last, so its presence marks a complete checkpoint; the checksum catches every later corruption.
+The manifest itself is made, parsed and verified by chaosbench.instrument.manifest, the one
+implementation the harness's inventory and the instrument helpers use too.
 """
 from __future__ import annotations
 
-import hashlib
-import zlib
 import io
-import json
 import logging
 import pickle
-import time
 
 import torch
+
+from chaosbench.instrument import manifest as _manifest
 
 from .errors import CheckpointCorrupt, CheckpointLoadError
 
 log = logging.getLogger(__name__)
 
-FORMAT = "chaosbench-checkpoint"
-VERSION = 1
-STATE_FILE = "state.pt"
-MANIFEST_FILE = "manifest.json"
+FORMAT = _manifest.TRAINER_FORMAT
+VERSION = _manifest.VERSION
+STATE_FILE = _manifest.DEFAULT_DATA_FILE
+MANIFEST_FILE = _manifest.MANIFEST_FILE
+ALGORITHMS = _manifest.ALGORITHMS
+checksum = _manifest.checksum          # checksum(data, algo="crc32") -> "crc32:1c291ca3"
+encode_manifest = _manifest.encode
 
 
 def serialize(state: dict) -> bytes:
@@ -47,43 +50,20 @@ def deserialize(data: bytes, trusted_source: bool = False, map_location="cpu") -
             "checkpoint.trusted_source: true if you trust the file") from None
 
 
-ALGORITHMS = {
-    "crc32": lambda data: f"{zlib.crc32(data):08x}",
-    "sha256": lambda data: hashlib.sha256(data).hexdigest(),
-    "blake2b": lambda data: hashlib.blake2b(data).hexdigest(),
-}
-
-
-def checksum(data, algo: str = "crc32") -> str:
-    """Self-describing digest, e.g. "crc32:1c291ca3"."""
-    return f"{algo}:{ALGORITHMS[algo](data)}"
-
-
 def make_manifest(step: int, data: bytes, digest: str, **extra) -> dict:
-    return {"format": FORMAT, "version": VERSION, "step": int(step), "file": STATE_FILE,
-            "bytes": len(data), "checksum": digest, "created": time.time(), **extra}
+    return _manifest.make(step, STATE_FILE, len(data), digest, **extra)
 
 
 def parse_manifest(text: bytes | str, where: str) -> dict:
     try:
-        m = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise CheckpointCorrupt(f"{where}: manifest is not valid JSON ({e})") from None
-    if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise CheckpointCorrupt(f"{where}: not a {FORMAT} manifest")
-    for key, typ in (("step", int), ("bytes", int), ("checksum", str)):
-        if not isinstance(m.get(key), typ):
-            raise CheckpointCorrupt(f"{where}: manifest field {key!r} missing or not {typ.__name__}")
-    if m["checksum"].split(":", 1)[0] not in ALGORITHMS:
-        raise CheckpointCorrupt(f"{where}: unknown checksum algorithm in {m['checksum'][:20]!r}")
-    return m
+        return _manifest.parse(text, where, FORMAT)
+    except _manifest.ManifestError as e:
+        raise CheckpointCorrupt(str(e)) from None
 
 
 def verify(manifest: dict, data: bytes, where: str) -> str:
     """Raise CheckpointCorrupt unless size and checksum match; return the digest."""
-    if len(data) != manifest["bytes"]:
-        raise CheckpointCorrupt(f"{where}: size {len(data)} != manifest bytes {manifest['bytes']}")
-    digest = checksum(data, manifest["checksum"].split(":", 1)[0])
-    if digest != manifest["checksum"]:
-        raise CheckpointCorrupt(f"{where}: checksum {digest[:20]}… != manifest {manifest['checksum'][:20]}…")
-    return digest
+    try:
+        return _manifest.verify_bytes(manifest, data, where)
+    except _manifest.ManifestError as e:
+        raise CheckpointCorrupt(str(e)) from None

@@ -55,7 +55,7 @@ class LocalStore:
             shutil.rmtree(tmp, ignore_errors=True)
             os.mkdir(tmp)
             self._write(os.path.join(tmp, fmt.STATE_FILE), data)
-            self._write(os.path.join(tmp, fmt.MANIFEST_FILE), fmt_json(manifest))
+            self._write(os.path.join(tmp, fmt.MANIFEST_FILE), fmt.encode_manifest(manifest))
             self._sync_dir(tmp)
             if os.path.exists(final):  # re-save of the same step: move the old one out of the way first
                 self._remove(final)
@@ -148,11 +148,6 @@ class LocalStore:
             raise CheckpointCorrupt(f"{where}: manifest step {manifest['step']} != directory step {ref.step}")
         fmt.verify(manifest, data, where)
         return data, manifest
-
-
-def fmt_json(manifest: dict) -> bytes:
-    import json
-    return json.dumps(manifest, sort_keys=True).encode()
 
 
 def _dir_size(path: str) -> int:

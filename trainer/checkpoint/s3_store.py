@@ -7,7 +7,6 @@ Credentials come from boto3's standard chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCE
 from __future__ import annotations
 
 import io
-import json
 import re
 
 from . import fmt
@@ -48,7 +47,7 @@ class S3Store:
             self.client.upload_fileobj(io.BytesIO(data), self.bucket, self.key(step, fmt.STATE_FILE),
                                        Config=self.transfer)
             self.client.put_object(Bucket=self.bucket, Key=self.key(step, fmt.MANIFEST_FILE),
-                                   Body=json.dumps(manifest, sort_keys=True).encode())
+                                   Body=fmt.encode_manifest(manifest))
         except Exception as e:
             raise CheckpointSaveError("s3", f"upload of step {step} to {self!r} failed: {describe(e)}") from e
         if self.cfg.keep_last:
