@@ -2,7 +2,8 @@
 
 Faults call only the cluster's primitives (chaosbench/cluster/base.py) and the proxy/S3 control
 APIs, and every inject/heal is written to the fault log before it returns, so checks can read
-exactly when the system under test was disturbed.
+exactly when the system under test was disturbed. What a fault needs from a backend is said by
+`needs` / `needs_for(params)`; tests/faults/test_capabilities.py holds every fault to what it calls.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from chaosbench.proxy.client import ProxyClient
 
 
 class FaultParams(BaseModel):
@@ -63,7 +66,7 @@ class Fault:
     name: ClassVar[str]
     help: ClassVar[str]
     Params: ClassVar[type[FaultParams]] = FaultParams
-    needs: ClassVar[tuple[str, ...]] = ()              # cluster primitives this fault calls
+    needs: ClassVar[tuple[str, ...]] = ()              # cluster primitives every variant calls
     default_duration_s: ClassVar[float | None] = None  # heal after this long when the scenario says nothing
     healable: ClassVar[bool] = True                    # False: a one-shot action with nothing to undo
 
@@ -74,9 +77,19 @@ class Fault:
         self.target = ""
         self.injected = False
 
+    @classmethod
+    def needs_for(cls, params: FaultParams) -> frozenset[str]:
+        """The cluster primitives inject + heal call with these parameters. A fault whose calls
+        depend on its parameters (a tier, a wipe option) overrides this."""
+        return frozenset(cls.needs)
+
     @property
     def cluster(self):
         return self.ctx.cluster
+
+    def proxy(self) -> ProxyClient:
+        """The fault proxy's control API (close it: `with self.proxy() as p: ...`)."""
+        return ProxyClient(self.cluster.proxy_api, timeout=5.0)
 
     def pick_node(self, node: str) -> str:
         nodes = self.cluster.node_names()

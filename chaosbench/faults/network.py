@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from chaosbench.faults.base import NODE_NAME, PEER_NAME, Fault, FaultParams
-from chaosbench.faults.proxy_api import proxy_client
 from chaosbench.faults.registry import register
 
 
@@ -79,11 +78,13 @@ class LinkToxic(Fault):
     def _inject(self):
         self.target = self.p.link
         self.toxic_name = f"chaosbench-{self.id}"
-        proxy_client(self.cluster).add_toxic(self.p.link, self.toxic_name, self.p.toxic, self.p.stream,
-                                             self.p.toxicity, self.p.attributes)
+        with self.proxy() as proxy:
+            proxy.add_toxic(self.p.link, self.p.toxic, self.p.attributes, name=self.toxic_name,
+                            stream=self.p.stream, toxicity=self.p.toxicity)
 
     def _heal(self):
-        proxy_client(self.cluster).remove_toxic(self.p.link, self.toxic_name)
+        with self.proxy() as proxy:
+            proxy.remove_toxic(self.p.link, self.toxic_name)
 
 
 @register
@@ -96,7 +97,9 @@ class LinkDown(Fault):
 
     def _inject(self):
         self.target = self.p.link
-        proxy_client(self.cluster).set_enabled(self.p.link, False)
+        with self.proxy() as proxy:
+            proxy.disable(self.p.link)
 
     def _heal(self):
-        proxy_client(self.cluster).set_enabled(self.p.link, True)
+        with self.proxy() as proxy:
+            proxy.enable(self.p.link)

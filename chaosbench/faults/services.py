@@ -6,7 +6,6 @@ from typing import Literal
 from pydantic import field_validator
 
 from chaosbench.faults.base import Fault, FaultParams
-from chaosbench.faults.proxy_api import proxy_client
 from chaosbench.faults.registry import register
 
 
@@ -51,10 +50,12 @@ class S3Outage(Fault):
 
     def _inject(self):
         self.target = "s3"
-        proxy_client(self.cluster).set_enabled("s3", False)
+        with self.proxy() as proxy:
+            proxy.disable("s3")
 
     def _heal(self):
-        proxy_client(self.cluster).set_enabled("s3", True)
+        with self.proxy() as proxy:
+            proxy.enable("s3")
 
 
 @register

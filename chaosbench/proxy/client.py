@@ -4,6 +4,10 @@
     p = c.create_proxy("etcd", upstream="127.0.0.1:2379", listen="0.0.0.0:12379")
     c.add_toxic("etcd", "latency", {"latency": 200, "jitter": 20}, stream="downstream")
     c.disable("etcd"); c.enable("etcd"); c.reset()
+    with ProxyClient(url) as c: ...        # closes its HTTP session on the way out
+
+The harness's one Toxiproxy client: the faults, the backends' route set-up and the tests all speak
+through it.
 
 Updates use POST, which every 2.x server accepts (PATCH only exists in newer ones).
 Every non-2xx answer raises ProxyAPIError carrying the status and the server's message.
@@ -149,3 +153,9 @@ class ProxyClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def __enter__(self) -> "ProxyClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
