@@ -12,6 +12,7 @@ JUnit file and the HTML report are written again. Exit codes as `chaosbench run`
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import yaml
 
 from chaosbench.checks import evaluate
 from chaosbench.checks.history import History
-from chaosbench.result import CheckResult, FaultRecord, RunResult, write_junit
+from chaosbench.result import CheckResult, FaultRecord, RunResult, write_run
 from chaosbench.scenario import ScenarioError
 from chaosbench.scenario.loader import parse_scenario
 
@@ -88,13 +89,7 @@ def recheck(run_dir: str | Path, write: bool = True) -> Recheck:
     out = Recheck(run_dir, old.verdict, new.verdict, _diff(old.checks, checks))
     if write:
         (run_dir / "result.previous.json").write_text((run_dir / "result.json").read_text())
-        new.write(run_dir)
-        write_junit(new, run_dir)
-        try:
-            from chaosbench.report import render_run
-            render_run(run_dir)
-        except ImportError:
-            pass
+        write_run(run_dir, new, lambda msg: print(msg, file=sys.stderr))
     return out
 
 

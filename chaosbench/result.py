@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -147,31 +147,13 @@ class RunResult(BaseModel):
         return cls.model_validate_json((Path(run_dir) / "result.json").read_text())
 
 
-def write_junit(result: RunResult, run_dir: Path) -> Path:
-    """One testcase per check; not-evaluated checks fail unless optional (then skipped)."""
-    from xml.etree import ElementTree as ET
-    suite = ET.Element("testsuite", name=f"chaosbench.{result.scenario.name}", tests=str(len(result.checks)),
-                       time=f"{result.duration_s or 0:.3f}")
-    nfail = nskip = 0
-    if result.verdict == "error":
-        case = ET.SubElement(suite, "testcase", classname=result.scenario.name, name="harness")
-        ET.SubElement(case, "error", message=result.error or "harness error").text = result.error or ""
-        suite.set("tests", str(len(result.checks) + 1))
-        suite.set("errors", "1")
-    for c in result.checks:
-        case = ET.SubElement(suite, "testcase", classname=result.scenario.name, name=c.name)
-        text = f"expected: {c.expected}\nobserved: {c.observed}\n{c.reason}"
-        if c.status == "failed" or (c.status == "not_evaluated" and not c.optional):
-            nfail += 1
-            label = "check failed" if c.status == "failed" else "not evaluated"
-            ET.SubElement(case, "failure", message=f"{label}: {c.reason}"[:500]).text = text
-        elif c.status == "not_evaluated":
-            nskip += 1
-            ET.SubElement(case, "skipped", message=f"not evaluated (optional): {c.reason}"[:500])
-        else:
-            ET.SubElement(case, "system-out").text = text
-    suite.set("failures", str(nfail))
-    suite.set("skipped", str(nskip))
-    path = Path(run_dir) / "junit.xml"
-    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
-    return path
+def write_run(run_dir: Path, result: RunResult, say: Callable[[str], None]) -> None:
+    """result.json, junit.xml and the HTML report (which stands or falls on its own): the one writer of
+    a run's files, for `chaosbench run` and `chaosbench recheck`."""
+    from chaosbench.report import render_run, write_junit   # here: the checks import this module, not the templates
+    result.write(run_dir)
+    write_junit(result.model_dump(mode="json"), run_dir / "junit.xml")
+    try:
+        render_run(run_dir)
+    except Exception as e:   # the run record stands without its HTML view
+        say(f"report rendering failed: {type(e).__name__}: {e}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaosbench.cluster.launch import keep_alive_problem
@@ -393,3 +394,19 @@ class Scenario(Strict):
 
     def node_names(self) -> list[str]:
         return [f"node-{i}" for i in range(self.cluster.nodes)]
+
+    def as_run_yaml(self, backend: str, seed: int) -> str:
+        """The scenario as run (reports/<run-id>/scenario.yaml), in the file format (faults as
+        `<type>: params`), with the full cluster shape, the backend and the seed, for replay."""
+        data = self.model_dump(mode="json", exclude_defaults=True)
+        data["cluster"] = {**self.cluster.model_dump(mode="json"), "backend": backend}
+        data["seed"] = seed
+        data["faults"] = []
+        for f in self.faults:
+            entry = {"id": f.id, "at": f.at.model_dump(exclude_defaults=True), f.kind: f.params}
+            if f.duration_s is not None:
+                entry["duration_s"] = f.duration_s
+            if f.repeat is not None:
+                entry["repeat"] = f.repeat.model_dump()
+            data["faults"].append(entry)
+        return yaml.safe_dump(data, sort_keys=False)

@@ -24,14 +24,14 @@ def test_a_peers_connection_error_after_a_fault_is_a_consequence_not_the_cause()
 
 
 def test_the_stop_reason_names_the_root_cause_not_the_last_exception_of_the_first_log(run_copy):
-    from chaosbench.runner import Runner
+    from chaosbench.evidence.collect import explain_exits
     d = run_copy("missing_dir")
     harness = json.loads((d / "harness.json").read_text())
     stop = harness["stop_reason"].split("; ")[0]
-    fake = SimpleNamespace(harness={"stop_reason": stop}, run_dir=d, say=lambda m: None)
-    Runner._explain_exits(fake)
-    assert "root cause: node-" in fake.harness["stop_reason"] and "times with: RuntimeError: Parent directory" \
-        in fake.harness["stop_reason"], fake.harness["stop_reason"]
+    harness = {"stop_reason": stop}
+    explain_exits(d, harness, lambda m: None)
+    assert "root cause: node-" in harness["stop_reason"] and "times with: RuntimeError: Parent directory" \
+        in harness["stop_reason"], harness["stop_reason"]
 
 
 def test_report_opens_with_what_to_fix_linking_into_the_logs(run_copy):
@@ -72,14 +72,14 @@ def test_doctor_run_prints_the_findings_for_a_finished_run(run_copy):
 
 def test_while_the_run_collects_the_fault_log_attributes_a_peers_timeout_to_the_injected_fault(run_copy):
     """The runner asks before result.json exists: the fault comes from faults.jsonl."""
-    from chaosbench.runner import Runner
+    from chaosbench.evidence.collect import explain_exits
     d = run_copy("hang_short_timeout")
     (d / "result.json").unlink()
     stop = json.loads((d / "harness.json").read_text())["stop_reason"].split("; root cause")[0]
-    fake = SimpleNamespace(harness={"stop_reason": stop}, run_dir=d, say=lambda m: None)
-    Runner._explain_exits(fake)
+    harness = {"stop_reason": stop}
+    explain_exits(d, harness, lambda m: None)
     assert "root cause: the injected fault f1 (pause_node node-1); node-0's rank 0 failed after it with: " \
-        "RuntimeError:" in fake.harness["stop_reason"], fake.harness["stop_reason"]
+        "RuntimeError:" in harness["stop_reason"], harness["stop_reason"]
 
 
 def test_docker_log_times_place_a_failure_after_the_injected_fault(tmp_path):

@@ -103,7 +103,7 @@ def test_cluster_that_breaks_is_exit_3_and_torn_down(tmp_path):
 def test_unsupported_fault_is_refused_before_anything_starts(tmp_path):
     data = {**BASE, "faults": [{"at": {"step": 5}, "partition": {"node": "node-1"}}]}
     out, cluster = run(tmp_path, data)
-    assert out.exit_code == 3 and "cannot inject: f1 (partition) needs partition, heal_network" in out.result.error
+    assert out.exit_code == 3 and "cannot inject: f1 (partition) needs heal_network, partition" in out.result.error
     assert "up" not in cluster.calls
 
 
@@ -120,14 +120,13 @@ def test_timed_fault_is_healed_and_logged(tmp_path):
 
 
 def test_recorded_scenario_reloads_identically(tmp_path):
-    from chaosbench.runner import scenario_as_yaml
     from chaosbench.scenario import load_scenario
     data = {**BASE, "faults": BASE["faults"] + [
         {"at": {"event": "checkpoint_saved", "where": {"tier": "nvme"}}, "pause_node": {"node": "random"},
          "duration_s": 2, "repeat": {"times": 2, "every_s": 5}}]}
     s = parse_scenario(data, "x.yaml")
     p = tmp_path / "scenario.yaml"
-    p.write_text(scenario_as_yaml(s, "local", 42))
+    p.write_text(s.as_run_yaml("local", 42))
     again = load_scenario(p)
     assert again.seed == 42 and again.cluster.backend == "local"
     assert again.model_dump(exclude={"seed", "cluster"}) == s.model_dump(exclude={"seed", "cluster"})

@@ -52,15 +52,12 @@ def test_ordinary_fault_ids_still_load():
 
 
 def test_the_inventory_sink_refuses_a_path_like_fault_id_and_writes_nothing(tmp_path):
-    from chaosbench.runner import Runner
+    from chaosbench.evidence.collect import inventory_at
     run_dir = tmp_path / "runs" / "r1"
     run_dir.mkdir(parents=True)
-    fake = SimpleNamespace(run_dir=run_dir, _inventories=[])
     cluster = SimpleNamespace(node_names=lambda: [])
     with pytest.raises(ValueError, match="cannot name a file"):
-        Runner._inventory_at(fake, cluster, "../../escaped")
-    for t in fake._inventories:
-        t.join(5)
+        inventory_at(cluster, run_dir, "../../escaped")   # refused before any thread starts
     assert not list(tmp_path.rglob("escaped*"))
     assert fault_file_name("f1") == "f1.json" and fault_file_name("f1#3") == "f1-3.json"
     for bad in ("a/b", "../x", "f1#../x", "f1#2#3", ""):
