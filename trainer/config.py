@@ -299,3 +299,30 @@ def resolve_path(p: str) -> Path:
         return path
     root_path = Path(__file__).resolve().parent.parent / path
     return root_path if root_path.exists() else path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m trainer.config --check CONFIG [--set section.field=value ...]`: the harness's way to
+    validate a config with a scenario's overrides without importing the trainer. Prints one JSON object:
+    {"valid": true, "config": {...merged...}, "warnings": [...]}, exit 0; or {"valid": false,
+    "errors": [{"message", "section", "field", "valid_options"}], "warnings": []}, exit 2."""
+    import argparse
+    import json
+    ap = argparse.ArgumentParser(prog="python -m trainer.config",
+                                 description="validate a reference-trainer config (with overrides) and print JSON")
+    ap.add_argument("--check", required=True, metavar="CONFIG", help="YAML config file")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="section.field=value",
+                    help="override a field (value parsed as YAML); repeatable")
+    args = ap.parse_args(argv)
+    try:
+        cfg, warnings = load_config(args.check, args.overrides)
+    except ConfigurationError as e:
+        error = {"message": str(e), "section": e.section, "field": e.field, "valid_options": e.valid_options}
+        print(json.dumps({"valid": False, "errors": [error], "warnings": []}))
+        return 2
+    print(json.dumps({"valid": True, "config": cfg, "warnings": warnings}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

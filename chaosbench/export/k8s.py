@@ -21,6 +21,7 @@ import yaml
 
 from chaosbench.cluster.launch import REF, hosts_store, warm_start_argv
 from chaosbench.doctor.target import DoctorInputError, apply_overrides
+from chaosbench.reference_trainer import DEFAULT_CONFIG
 from chaosbench.scenario.loader import resolve_trainer_config
 
 C10D_PORT = 29400
@@ -98,7 +99,7 @@ def _trainer_config(sc: dict) -> dict:
     trainer = sc.get("trainer") or {}
     if _user_job(trainer):
         return {}
-    cfg_path = trainer.get("config") or "trainer/configs/tiny.yaml"
+    cfg_path = trainer.get("config") or DEFAULT_CONFIG
     p = resolve_trainer_config(cfg_path, Path(sc["_file"]))   # cwd, the scenario's folder, chaosbench's own
     if p is None:
         raise ExportError(f"{sc['_file']}: trainer.config {cfg_path!r} not found; give a path that exists")

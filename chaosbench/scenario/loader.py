@@ -243,20 +243,20 @@ def resolve_workdir(workdir: str, scenario_path: Path | None) -> Path:
 
 
 def _check_trainer_config(s: Scenario, cfg_path: Path, lines: dict, source: str) -> None:
-    """Validate the reference trainer's config with the scenario's overrides, before anything starts."""
+    """Validate the reference trainer's config with the scenario's overrides, before anything starts,
+    by the trainer's own validator through its CLI (chaosbench.reference_trainer), not an import."""
     import json
-    try:
-        from trainer.config import load_config
-        from trainer.errors import ConfigurationError
-    except ImportError:
-        return   # the reference trainer is not installed: the cluster will report its own errors
+
+    from chaosbench.reference_trainer import check_config
     assignments = [f"{k}={json.dumps(v)}" for k, v in s.trainer.overrides.items()]
     loc = ("trainer", "overrides") if s.trainer.overrides else ("trainer", "config")
-    try:
-        cfg, _ = load_config(cfg_path, assignments)
-    except ConfigurationError as e:
-        raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {e}"]) from None
-    max_steps = (cfg.get("training") or {}).get("max_steps")
+    answer = check_config(cfg_path, assignments)
+    if answer is None:
+        return   # the reference trainer is not installed: the cluster will report its own errors
+    if not answer.valid:
+        why = answer.errors[0]["message"] if answer.errors else "rejected without a reason"
+        raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {why}"])
+    max_steps = (answer.config.get("training") or {}).get("max_steps")
     want = s.expect.reaches_step
     if want is not None and isinstance(max_steps, int) and max_steps < want:
         loc = ("expect", "reaches_step")
