@@ -19,7 +19,7 @@ class Planned:
     rep: int                       # 0-based repetition
     fault_id: str                  # 'f1', or 'f1#2' for the second repetition
     healable: bool
-    heal_after_s: float | None     # None: never healed by the schedule
+    heal_after_s: float | None     # None: never healed by the schedule (one-shot, or left in place until teardown)
     state: Literal["waiting", "injected", "done"] = "waiting"
     fire_at: float | None = None   # seconds since training start
     injected_at: float | None = None
@@ -106,7 +106,7 @@ class Schedule:
     def mark_injected(self, p: Planned, now: float) -> None:
         p.injected_at = now
         if p.heal_after_s is None:
-            p.state = "done"          # one-shot, or left in place until the run ends
+            p.state = "done"          # one-shot, or healable without a duration: left in place until teardown
         else:
             p.state = "injected"
             p.heal_at = now + p.heal_after_s
@@ -116,7 +116,9 @@ class Schedule:
         p.state = "done"
 
     def unhealed(self) -> list[Planned]:
-        """Injected faults still in place (healed at the end of the run, before collecting)."""
+        """Injected faults whose duration has not run out yet: the runner heals them best-effort when the
+        run stops, before collecting. A healable fault without a duration is not among them: it stays in
+        place through collection and goes with the cluster at teardown (docs/scenarios.md)."""
         return [p for p in self.plans if p.healable and p.injected_at is not None and p.state == "injected"]
 
     @property

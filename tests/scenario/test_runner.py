@@ -233,3 +233,28 @@ def test_a_job_that_ends_on_its_own_after_the_target_ended_normally(tmp_path):
                                      cluster_factory=lambda b, spec: Finishes(spec))).run()
     assert out.result.stop_reason.startswith("every node exited") and out.result.ending == "reached_step"
     assert out.exit_code == 0, [(c.name, c.status, c.reason) for c in out.result.checks]
+
+
+def test_a_healable_fault_without_duration_stays_in_place_until_teardown(tmp_path):
+    """No duration_s: never healed by the run, not even when it stops; collection sees the cluster as
+    the fault left it, and teardown removes it with the cluster (docs/scenarios.md)."""
+    data = {**BASE, "faults": [{"at": {"step": 10}, "pause_node": {"node": "node-1"}}],
+            "expect": {"reaches_step": 40}}
+    out, cluster = run(tmp_path, data)
+    assert out.exit_code == 0, [c for c in out.result.checks if c.blocking]
+    assert "unpause_node node-1" not in cluster.calls
+    assert cluster.calls.index("pause_node node-1") < cluster.calls.index("collect") < cluster.calls.index("down")
+    actions = [json.loads(line)["action"] for line in (out.run_dir / "faults.jsonl").read_text().splitlines()]
+    assert actions == ["inject"]
+    (f,) = out.result.faults
+    assert f.healed_at is None and f.verdict == "passed"
+
+
+def test_a_fault_the_stop_cut_short_is_healed_before_collecting(tmp_path):
+    data = {**BASE, "faults": [{"at": {"step": 10}, "pause_node": {"node": "node-1"}, "duration_s": 600}],
+            "expect": {"reaches_step": 40}, "run": {"timeout_s": 3, "stuck_after_s": 30}}
+    out, cluster = run(tmp_path, data)
+    assert cluster.calls.index("unpause_node node-1") < cluster.calls.index("collect")
+    assert out.result.ending == "timeout" and out.result.faults[0].healed_at is not None
+    fault = next(c for c in out.result.checks if c.name == "fault:f1")
+    assert fault.fault_id == "f1" and fault.status == "failed" and "cut short" in fault.reason
