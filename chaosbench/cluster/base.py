@@ -10,6 +10,7 @@ with the reason, so a scenario that needs it is refused up front saying why.
 from __future__ import annotations
 
 import abc
+import functools
 import re
 import subprocess
 import uuid
@@ -71,6 +72,14 @@ def primitive(fn=None, *, via: str | None = None):
     """Marks a fault primitive of the base class. `via`: the hook the base's own implementation is
     built on; a backend that implements that hook supports the primitive without overriding it."""
     def mark(f):
+        if via is not None:   # refuse by name where the backend lacks the hook or withholds the primitive
+            impl = f
+
+            @functools.wraps(impl)
+            def f(self, *args, **kwargs):
+                if impl.__name__ not in self.supported_faults:
+                    self._unsupported(impl.__name__)
+                return impl(self, *args, **kwargs)
         f.fault_primitive, f.via_hook = True, via
         return f
     return mark(fn) if fn is not None else mark
@@ -79,8 +88,8 @@ def primitive(fn=None, *, via: str | None = None):
 class Cluster(UpDown, abc.ABC):
     """Lifecycle + fault primitives. Use as a context manager (UpDown): teardown always runs.
 
-    A backend implements: `_sweep_dead()`, `_start()`, `_stop() -> leftovers`, `start_training()`,
-    `node_status()`, `proxy_api`, `s3_endpoint`, `collect()`, and the hooks its primitives need:
+    A backend implements: `_sweep_dead()`, `_start()` (which sets `services`), `_stop() -> leftovers`,
+    `start_training()`, `node_status()`, `collect()`, and the hooks its primitives need:
     `_run_in_node(node, script, *args)` (in-node commands), `_service_action(service, action)`,
     `_nvme_in_node(node)`, `_cut_targets(node, peers)`.
     """
@@ -94,6 +103,8 @@ class Cluster(UpDown, abc.ABC):
     unsupported_why: dict[str, str] = {}
     #: fill_nvme refuses unless this node directory is its own filesystem (None: no such check)
     fill_guard: str | None = None
+    #: where etcd, S3 and the proxy are once up: an object with .proxy_api and .s3_endpoint
+    services = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -167,14 +178,14 @@ class Cluster(UpDown, abc.ABC):
         return self.run_dir / "events"
 
     @property
-    @abc.abstractmethod
     def proxy_api(self) -> str:
         """Base URL of the Toxiproxy-compatible API reachable from the harness."""
+        return self.services.proxy_api
 
     @property
-    @abc.abstractmethod
     def s3_endpoint(self) -> str:
         """S3 endpoint URL reachable from the harness (direct, not through the proxy)."""
+        return self.services.s3_endpoint
 
     @abc.abstractmethod
     def collect(self) -> None:
@@ -324,6 +335,14 @@ class Cluster(UpDown, abc.ABC):
 def fault_primitives() -> tuple[str, ...]:
     """Every fault primitive's name (the methods marked @primitive)."""
     return tuple(n for n, f in vars(Cluster).items() if getattr(f, "fault_primitive", False))
+
+
+def launcher_status(proc: subprocess.Popen | None) -> str | None:
+    """node_status of a node run by a launcher process here: 'absent', 'exited:<code>', or None while it runs."""
+    if proc is None:
+        return "absent"
+    code = proc.poll()
+    return None if code is None else f"exited:{code}"
 
 
 def completed(argv: list[str], proc: subprocess.CompletedProcess, where: str) -> str:

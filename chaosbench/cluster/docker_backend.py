@@ -20,6 +20,7 @@ from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_
                                              PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, dump,
                                              render, render_gpu_override)
 from chaosbench.cluster.docker_cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
+from chaosbench.cluster.host_services import ServiceEndpoints
 from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import validate
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
@@ -119,6 +120,8 @@ class DockerCluster(Cluster):
         self._wait_services()
 
     def _wait_services(self) -> None:
+        self.services = ServiceEndpoints(proxy_api=f"http://{self.plan.ip('toxiproxy')}:{PROXY_API_PORT}",
+                                         s3_endpoint=f"http://{self.plan.ip('s3')}:{S3_PORT}")
         hint = f"; see `docker logs {self.project}-<service>`"
         wait_until("etcd", lambda: etcd_ready(f"http://{self.plan.ip('etcd')}:{ETCD_PORT}"), 60, hint)
         wait_until("S3 endpoint", lambda: s3_ready(f"http://{self.plan.ip('s3')}:{S3_PORT}"), 90, hint)
@@ -163,14 +166,6 @@ class DockerCluster(Cluster):
         if st.get("Running"):
             return "running"
         return f"exited:{st.get('ExitCode')}"
-
-    @property
-    def proxy_api(self) -> str:
-        return f"http://{self.plan.ip('toxiproxy')}:{PROXY_API_PORT}"
-
-    @property
-    def s3_endpoint(self) -> str:
-        return f"http://{self.plan.ip('s3')}:{S3_PORT}"
 
     def collect(self) -> None:
         if self.plan is None:

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from chaosbench.cluster.base import ClusterError
@@ -57,22 +58,25 @@ class ServiceProcess:
                 self.kill()
 
 
-class HostServices:
+@dataclass(eq=False)
+class ServiceEndpoints:
+    """Where the harness reaches the services (a cluster's `services`, once up)."""
+    proxy_api: str = ""
+    s3_endpoint: str = ""
+
+    def at(self, host: str, ports: dict[str, int]) -> None:
+        self.proxy_api, self.s3_endpoint = f"http://{host}:{ports['proxy']}", f"http://{host}:{ports['s3']}"
+
+
+class HostServices(ServiceEndpoints):
     """The three services on this host; `.host`, `.ports`, `.proxy_api`, `.s3_endpoint`, `.action()`."""
 
     def __init__(self, host: str, data_dir: Path, logs: Path, name: str):
+        super().__init__()
         self.host, self.data_dir, self.logs, self.name = host, Path(data_dir), Path(logs), name
         self.ports: dict[str, int] = {}
         self.etcd: EtcdServer | None = None
         self.processes: dict[str, ServiceProcess] = {}
-
-    @property
-    def proxy_api(self) -> str:
-        return f"http://{self.host}:{self.ports['proxy']}"
-
-    @property
-    def s3_endpoint(self) -> str:
-        return f"http://{self.host}:{self.ports['s3']}"
 
     def start(self) -> None:
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -81,6 +85,7 @@ class HostServices:
         names = ("s3", "proxy", "proxy_etcd", "proxy_s3")
         self.ports.update(zip(names, free_ports(len(names), self.host)))
         self.ports["etcd"] = self.etcd.client_port
+        self.at(self.host, self.ports)
         py, h = sys.executable, self.host
         self.processes = {
             "s3": ServiceProcess("s3", [py, "-m", "chaosbench.services.s3", "--host", h, "--port",

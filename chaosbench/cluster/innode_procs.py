@@ -3,6 +3,7 @@
 Shipped as the source of `python -c` by every backend (innode.PROCS), and imported by the tests:
 
     python -c SRC workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]   signal one local rank's worker; print its pids
+                                                               (SIG 0: only list them)
 
 A worker is a process torchrun gave LOCAL_RANK (the agent has none) whose environment also holds every
 KEY=VALUE marker naming the node. With the reference trainer's warm start, torchrun's worker is a thin
@@ -92,7 +93,7 @@ def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[0] != "workers":
         print("usage: workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]", file=sys.stderr)
         return 2
-    sig = getattr(signal, f"SIG{argv[1]}")
+    sig = 0 if argv[1] == "0" else getattr(signal, f"SIG{argv[1]}")
     markers = dict(a.split("=", 1) for a in argv[3:])
     for pid in signal_all(workers(int(argv[2]), markers), sig):
         print(pid)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed
+from chaosbench.cluster.base import (Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed,
+                                     launcher_status)
 from chaosbench.cluster.clean import SHM_ROOT, sweep_local
 from chaosbench.cluster.host_services import REPO, HostServices
 from chaosbench.cluster.innode import Script
@@ -101,25 +102,14 @@ class LocalCluster(Cluster):
         return {CLUSTER_ENV: self.project, "CHAOSBENCH_NODE": node}
 
     def node_status(self, node: str) -> str:
-        proc = self._procs.get(node)
-        if proc is None:
-            return "absent"
-        code = proc.poll()
-        if code is not None:
-            return f"exited:{code}"
+        gone = launcher_status(self._procs.get(node))
+        if gone:
+            return gone
         try:
-            state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            state = Path(f"/proc/{self._procs[node].pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             return "absent"
         return "paused" if state == "T" else "running"
-
-    @property
-    def proxy_api(self) -> str:
-        return self.services.proxy_api
-
-    @property
-    def s3_endpoint(self) -> str:
-        return self.services.s3_endpoint
 
     def collect(self) -> None:
         # Logs are written straight into run_dir/logs; record exits here.

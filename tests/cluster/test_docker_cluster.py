@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from chaosbench.cluster import ClusterSpec, available_backends, create_cluster
+from chaosbench.cluster import ClusterSpec, available_backends, create_cluster, innode
 from chaosbench.cluster.docker_cli import docker, leftovers, sweep
 
 from .helpers import events, max_step, train_kill_recover, wait_for
@@ -16,6 +16,14 @@ from .test_local_cluster import HARNESS, OVERRIDES
 _why = available_backends()["docker"]
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900),
               pytest.mark.skipif(_why is not None, reason=f"docker backend unusable: {_why}")]
+
+
+def _stopped_in_node(project: str) -> set[str]:
+    """pids of node-0's container in state T (stopped)."""
+    script = ("import os\nfor p in filter(str.isdigit, os.listdir('/proc')):\n"
+              "    try: s = open(f'/proc/{p}/stat').read()\n    except OSError: continue\n"
+              "    if s.rsplit(')', 1)[1].split()[0] == 'T': print(p)\n")
+    return set(docker("exec", f"{project}-node-0", "python", "-c", script).split())
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +54,15 @@ def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
         rules = docker("exec", f"{project}-node-1", "iptables", "-S", "CHAOSBENCH")
         assert f"-d {cluster.plan.ip('s3')}/32 -j DROP" in rules
         cluster.heal_network("node-1")
-        assert "DROP" not in docker("exec", f"{project}-node-1", "iptables", "-S", "CHAOSBENCH")
+        assert "CHAOSBENCH" not in docker("exec", f"{project}-node-1", "iptables", "-S")
+        # freeze one worker (warm-started: the fork that trains, and its client), never the agent
+        wait_for("a worker on node-0", lambda: max_step(events(cluster.events_dir), node="node-0") > 0, 240)
+        listed = cluster._run_in_node("node-0", innode.PROCS, "workers", "0", "0").split()
+        cluster.freeze_worker("node-0", 0)
+        stopped = _stopped_in_node(project)
+        assert len(listed) >= 2 and stopped == set(listed), (listed, stopped)   # agent, server run on
+        cluster.thaw_worker("node-0", 0)
+        assert not _stopped_in_node(project)
         out = train_kill_recover(cluster)
         assert cluster.node_status("node-1") == "exited:137"
         first = out["first_alone"]

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from chaosbench.cluster import innode
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault, launcher_status
 from chaosbench.cluster.host_services import HostServices
 from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import hosts_store, node_plan, validate
@@ -215,13 +215,8 @@ class SlurmCluster(Cluster):
             self._await_step(node)
 
     def node_status(self, node: str) -> str:
-        proc = self._procs.get(node)
-        if proc is None:
-            return "absent"
-        code = proc.poll()
-        if code is not None:
-            return f"exited:{code}"
-        return "paused" if node in self._paused else "running"
+        gone = launcher_status(self._procs.get(node))
+        return gone or ("paused" if node in self._paused else "running")
 
     @property
     def events_dir(self) -> Path:
@@ -232,14 +227,6 @@ class SlurmCluster(Cluster):
     def node_events_dir(self) -> str:
         """Where the nodes write them: the shared path, or node-local scratch."""
         return str(self.events_dir) if self.shared else f"{self.scratch}/chaosbench-{self.project}/events"
-
-    @property
-    def proxy_api(self) -> str:
-        return self.services.proxy_api
-
-    @property
-    def s3_endpoint(self) -> str:
-        return self.services.s3_endpoint
 
     def collect(self) -> None:
         if self._pump is not None:   # the nodes' copy is the whole story: rewrite from it

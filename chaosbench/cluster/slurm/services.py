@@ -26,13 +26,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.host_services import HostServices
+from chaosbench.cluster.host_services import HostServices, ServiceEndpoints
 from chaosbench.cluster.slurm.commands import step_argv
 
 MODES = ("harness", "node")
 
 
-class NodeServices:
+class NodeServices(ServiceEndpoints):
     """The services on a host of the allocation: started as an srun step, driven over HTTP."""
 
     def __init__(self, slurm, job_id: str, host: str, python: str, srcdir: str, data_dir: str, log: Path):
@@ -41,16 +41,9 @@ class NodeServices:
                      "chaosbench.cluster.slurm.services", "--data", data_dir]
         self.log = Path(log)
         self.proc: subprocess.Popen | None = None
+        super().__init__()
         self.host = ""
         self.ports: dict[str, int] = {}
-
-    @property
-    def proxy_api(self) -> str:
-        return f"http://{self.host}:{self.ports['proxy']}"
-
-    @property
-    def s3_endpoint(self) -> str:
-        return f"http://{self.host}:{self.ports['s3']}"
 
     def start(self, timeout: float = 180) -> None:
         self.proc = subprocess.Popen(self.slurm.argv(self.argv), stdout=subprocess.PIPE, stderr=open(self.log, "ab"),
@@ -66,6 +59,7 @@ class NodeServices:
                                f"(said {line.strip()!r}); see {self.log}")
         ready = json.loads(line[len("READY "):])
         self.host, self.ports = ready["host"], {k: int(v) for k, v in ready["ports"].items()}
+        self.at(self.host, self.ports)
 
     def action(self, service: str, action: str) -> None:
         url = f"http://{self.host}:{self.ports['control']}/{service}/{action}"

@@ -1,0 +1,152 @@
+"""In-node commands (innode.py, innode_procs.py) and the capabilities the base derives from code."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chaosbench.cluster import innode, innode_procs
+from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault, fault_primitives
+
+REPO = Path(__file__).resolve().parents[2]
+
+# An agent-shaped parent (no LOCAL_RANK, like torchrun's agent) whose child is marked like a worker.
+AGENT = """
+import os, subprocess, sys, time
+env = {**os.environ, 'LOCAL_RANK': sys.argv[1]}
+child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], env=env)
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def _wait_state(pid: int, want: str, timeout: float = 10) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _state(pid) != want:
+        time.sleep(0.02)
+    return _state(pid)
+
+
+@pytest.fixture
+def agent_tree():
+    """(agent pid, worker pid) of a real two-process tree carrying node markers."""
+    procs = []
+
+    def spawn(markers: dict[str, str], local_rank: int = 0):
+        agent = subprocess.Popen([sys.executable, "-c", AGENT, str(local_rank)], stdout=subprocess.PIPE,
+                                 env={**os.environ, **markers}, start_new_session=True)
+        procs.append(agent)
+        return agent.pid, int(agent.stdout.readline())
+
+    yield spawn
+    for p in procs:
+        os.killpg(p.pid, 9)
+        p.wait()
+
+
+# -- scripts ---------------------------------------------------------------------------------------
+def test_scripts_ship_as_python_source_or_sh_with_arguments_after_the_name():
+    assert innode.PROCS.argv("/usr/bin/python3", "workers", "STOP", "0")[:2] == ["/usr/bin/python3", "-c"]
+    assert innode.FREE.argv("python", "/nvme") == ["sh", "-c", innode.FREE.source, "free", "/nvme"]
+    drop = innode.cut(innode.DROP).source
+    assert 'iptables -A CHAOSBENCH -s "$ip" -j DROP' in drop and 'iptables -A CHAOSBENCH -d "$ip" -j DROP' in drop
+    assert "REJECT --reject-with tcp-reset" in innode.cut(innode.REJECT).source
+    assert "iptables -X CHAOSBENCH" in innode.HEAL.source
+
+
+def test_fill_and_free_write_and_remove_the_ballast_and_fill_honours_its_guard(tmp_path):
+    def run(script, *args):
+        return subprocess.run(script.argv(sys.executable, *args), capture_output=True, text=True)
+    assert run(innode.FILL, str(tmp_path), "0.0001").returncode == 0   # nothing to add on a fuller disk
+    guard = run(innode.FILL, str(tmp_path), "100", "/")                 # '/' is the root filesystem itself
+    assert guard.returncode != 0 and "not its own filesystem" in guard.stderr
+    (tmp_path / innode.FILL_FILE).write_bytes(b"x")
+    assert run(innode.FREE, str(tmp_path)).returncode == 0 and not (tmp_path / innode.FILL_FILE).exists()
+
+
+def test_workers_are_the_marked_rank_and_its_children_never_the_agent(agent_tree):
+    agent, worker = agent_tree({"CB_TEST_NODE": "n1"}, local_rank=3)
+    assert innode_procs.workers(3, {"CB_TEST_NODE": "n1"}) == [worker]
+    assert innode_procs.workers(3, {"CB_TEST_NODE": "other"}) == []
+    assert innode_procs.workers(0, {"CB_TEST_NODE": "n1"}) == []
+
+
+def test_a_warm_started_worker_is_found_through_the_pidfd_it_holds_of_its_client(agent_tree):
+    """trainer/warm_start.py: the training process is a fork of a server (no LOCAL_RANK in its
+    /proc/environ) that watches its torchrun-started client through a pidfd."""
+    _, client = agent_tree({"CB_TEST_NODE": "warm"}, local_rank=0)
+    holder = subprocess.Popen([sys.executable, "-c", f"import os, time; fd = os.pidfd_open({client}); "
+                               "print('ready', flush=True); time.sleep(120)"], stdout=subprocess.PIPE)
+    try:
+        holder.stdout.readline()
+        assert innode_procs.workers(0, {"CB_TEST_NODE": "warm"}) == sorted([client, holder.pid])
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# -- capabilities derived from code ------------------------------------------------------------------
+class _Bare(Cluster):
+    backend = "bare"
+
+    def start_training(self): ...
+    def node_status(self, node): return "running"
+    def collect(self): ...
+    proxy_api = s3_endpoint = "http://127.0.0.1:9"
+
+
+class _Transport(_Bare):
+    backend = "transport"
+
+    def _run_in_node(self, node, script, *args, timeout=120):
+        return subprocess.run(script.argv(sys.executable, *args), capture_output=True, text=True,
+                              check=True).stdout
+
+
+class _Withholds(_Transport):
+    @classmethod
+    def withheld(cls):
+        return frozenset({"freeze_worker"})
+
+
+def test_supported_faults_follow_from_what_a_backend_implements():
+    assert "freeze_worker" in fault_primitives() and "start_nodes" not in fault_primitives()
+    assert _Bare.supported_faults == frozenset()
+    # one hook gives every primitive built on it, and nothing else
+    assert _Transport.supported_faults == {"kill_worker", "freeze_worker", "thaw_worker"}
+    assert _Withholds.supported_faults == {"kill_worker", "thaw_worker"}
+    with pytest.raises(UnsupportedFault, match="backend 'bare' does not support freeze_worker"):
+        _Bare(ClusterSpec(run_id="r", run_dir=Path("/tmp"))).freeze_worker("node-0")
+
+
+def test_the_real_backends_support_what_they_did_plus_freeze_and_thaw():
+    from chaosbench.cluster.docker_backend import DockerCluster
+    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.slurm.backend import SlurmCluster
+    for cls in (DockerCluster, LocalCluster, SlurmCluster):
+        assert {"kill_worker", "freeze_worker", "thaw_worker", "kill_service", "kill_node"} <= cls.supported_faults
+    assert {"partition", "disconnect", "heal_network", "shm_dir"} <= DockerCluster.supported_faults
+    assert not {"partition", "disconnect", "heal_network"} & LocalCluster.supported_faults
+    assert "shm_dir" not in SlurmCluster.supported_faults
+
+
+def test_local_freeze_worker_stops_only_the_worker_and_thaw_resumes_it(agent_tree, tmp_path):
+    from chaosbench.cluster.local_backend import CLUSTER_ENV, LocalCluster
+    c = LocalCluster(ClusterSpec(run_id="freeze", run_dir=tmp_path, nodes=2))
+    agent, worker = agent_tree({CLUSTER_ENV: c.project, "CHAOSBENCH_NODE": "node-1"}, local_rank=0)
+    with pytest.raises(ClusterError, match="no worker with LOCAL_RANK=0"):
+        c.freeze_worker("node-0", 0)   # node-0 has no such process: the markers scope it to one node
+    c.freeze_worker("node-1", 0)
+    assert _wait_state(worker, "T") == "T" and _state(agent) != "T"
+    c.thaw_worker("node-1", 0)
+    assert _wait_state(worker, "S") != "T" and _state(agent) != "T"
+    with pytest.raises(ClusterError, match="unknown node"):
+        c.thaw_worker("node-9", 0)
