@@ -2,8 +2,9 @@
 
 - `save(obj, path, step=)` / `load(path)`: torch.save/torch.load of one file. The file is written
   to a temp name and renamed, then `manifest.json` next to it records file, step, bytes and crc32
-  (the format the harness's inventory verifies for `checkpoints_valid`; one manifest per directory,
-  so it describes the newest file saved there). `load` checks the bytes against it.
+  (docs/manifest.md, made and checked by `.manifest`, the code the harness's inventory verifies it
+  with; one manifest per directory, so it describes the newest file saved there). `load` checks the
+  bytes against it.
 - `dcp_save(state_dict, dir, step=)` / `dcp_load(state_dict, dir)`: torch.distributed.checkpoint
   with a FileSystemWriter/Reader; the coordinator rank writes the manifest (crc32 per file).
 
