@@ -81,20 +81,19 @@ def list_(scenario_dir: str = typer.Option("scenarios", "--scenarios", help="sce
 
 
 def _backend_faults_table() -> Table:
-    """Which fault types each backend can inject here (the primitives each fault needs)."""
+    """Which fault types each backend can inject here, from the primitives each fault's parameters need."""
     from chaosbench.cluster.docker_backend import DockerCluster
     from chaosbench.cluster.local_backend import LocalCluster
     from chaosbench.cluster.slurm.backend import supported as slurm_supported
-    from chaosbench.faults import catalogue, get_fault
+    from chaosbench.faults.capabilities import support_table
     backends = {"docker": DockerCluster.supported_faults, "local": LocalCluster.supported_faults,
                 "slurm": slurm_supported()}
-    t = Table(title="faults per backend (yes: supported here)")
+    t = Table(title="faults per backend (yes: supported here; only p=v: just those parameter values)")
     t.add_column("fault")
     for b in backends:
         t.add_column(b)
-    for name, _, _ in catalogue():
-        needs = get_fault(name).needs
-        t.add_row(name, *("yes" if all(n in sup for n in needs) else "-" for sup in backends.values()))
+    for name, cells in support_table(backends):
+        t.add_row(name, *cells)
     return t
 
 

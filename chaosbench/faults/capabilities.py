@@ -1,17 +1,26 @@
 """Which cluster primitives a fault needs, and which faults a backend cannot inject.
 
 The one derivation behind `chaosbench list` and the runner's up-front refusal (exit 3 before
-anything starts)."""
+anything starts). A fault's needs follow from its parameters (`Fault.needs_for`), and
+tests/faults/test_capabilities.py runs every variant against a recording cluster to hold each
+declaration to the primitives the fault really calls.
+"""
 from __future__ import annotations
 
-from typing import Iterable
+import itertools
+from typing import Any, Iterable, Literal, get_args, get_origin
 
-from chaosbench.faults.registry import get_fault
+from pydantic import ValidationError
+
+from chaosbench.faults.base import FaultParams
+from chaosbench.faults.registry import fault_names, get_fault
 
 
-def needs_of(kind: str, params: dict | None = None) -> frozenset[str]:
+def needs_of(kind: str, params: dict | FaultParams | None = None) -> frozenset[str]:
     """The cluster primitives a fault of this kind calls with these parameters."""
-    return frozenset(get_fault(kind).needs)
+    cls = get_fault(kind)
+    typed = params if isinstance(params, FaultParams) else cls.Params.model_validate(params or {})
+    return cls.needs_for(typed)
 
 
 def missing_primitives(faults: Iterable, supported: frozenset[str]) -> list[str]:
@@ -22,3 +31,64 @@ def missing_primitives(faults: Iterable, supported: frozenset[str]) -> list[str]
         if missing:
             out.append(f"{f.id} ({f.kind}) needs {', '.join(missing)}")
     return out
+
+
+def variants(kind: str) -> list[dict[str, Any]]:
+    """Representative parameter sets of a fault: every combination of its choice fields (a Literal
+    or a bool). Needs can only change with a choice, so these cover every distinct need set. Other
+    required fields take their first `examples` value; a combination its own rules refuse with
+    the defaults (a slicer toxic without its size) takes the first optional field example it accepts."""
+    params_cls = get_fault(kind).Params
+    choices: dict[str, tuple] = {}
+    fixed: dict[str, Any] = {}
+    extras: list[dict[str, Any]] = [{}]
+    for name, field in params_cls.model_fields.items():
+        ann = field.annotation
+        if get_origin(ann) is Literal:
+            choices[name] = get_args(ann)
+        elif ann is bool:
+            choices[name] = (False, True)
+        elif field.is_required():
+            if not field.examples:
+                raise TypeError(f"fault {kind}: required parameter '{name}' needs Field(examples=[...])")
+            fixed[name] = field.examples[0]
+        else:
+            extras += [{name: example} for example in field.examples or []]
+    out = []
+    for combo in itertools.product(*choices.values()):
+        base = {**fixed, **dict(zip(choices, combo))}
+        accepted = next((p for p in ({**base, **x} for x in extras) if _valid(params_cls, p)), None)
+        if accepted is None:
+            raise TypeError(f"fault {kind}: no example makes {base} valid; add one to a field's examples")
+        out.append(accepted)
+    return out
+
+
+def _valid(params_cls: type[FaultParams], params: dict) -> bool:
+    try:
+        params_cls.model_validate(params)
+        return True
+    except ValidationError:
+        return False
+
+
+def support(kind: str, supported: frozenset[str]) -> str:
+    """One cell of `chaosbench list`: 'yes', '-', or 'only <param>=<values>' for the variants it can do."""
+    sets = variants(kind)
+    ok = [v for v in sets if needs_of(kind, v) <= supported]
+    if len(ok) == len(sets):
+        return "yes"
+    if not ok:
+        return "-"
+    # needs grow with each choice independently, so the supported variants are a product of values
+    limits = []
+    for name in sets[0]:
+        values = list(dict.fromkeys(v[name] for v in ok))
+        if len(values) < len({repr(v[name]) for v in sets}):
+            limits.append(f"{name}={'|'.join(str(x) for x in values)}")
+    return "only " + ", ".join(limits)
+
+
+def support_table(backends: dict[str, frozenset[str]]) -> list[tuple[str, list[str]]]:
+    """(fault, [cell per backend]) for every registered fault."""
+    return [(kind, [support(kind, sup) for sup in backends.values()]) for kind in fault_names()]

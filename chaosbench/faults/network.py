@@ -7,6 +7,7 @@ from pydantic import Field, model_validator
 
 from chaosbench.faults.base import NODE_NAME, PEER_NAME, Fault, FaultParams
 from chaosbench.faults.registry import register
+from chaosbench.proxy.toxics import build_toxic
 
 
 class NetParams(FaultParams):
@@ -66,13 +67,18 @@ class LinkToxic(Fault):
         toxic: Literal[TOXICS]  # type: ignore[valid-type]
         stream: Literal["upstream", "downstream"] = "downstream"
         toxicity: float = Field(1.0, ge=0, le=1)
-        attributes: dict[str, Any] = Field(default_factory=dict)   # e.g. {latency: 500, jitter: 50}
+        attributes: dict[str, Any] = Field(default_factory=dict,   # what a toxic type needs beyond its defaults
+                                           examples=[{"latency": 500, "jitter": 50}, {"average_size": 64}])
 
         @model_validator(mode="after")
-        def _non_negative(self):
+        def _a_toxic_the_proxy_accepts(self):
             bad = [k for k, v in self.attributes.items() if isinstance(v, (int, float)) and v < 0]
             if bad:
                 raise ValueError(f"toxic attributes must not be negative: {', '.join(bad)}")
+            # the proxy's own rules (unknown attributes, a slicer without average_size, ...), checked
+            # when the scenario loads instead of when the fault fires mid-run
+            build_toxic({"type": self.toxic, "stream": self.stream, "toxicity": self.toxicity,
+                         "attributes": self.attributes})   # ToxicError is a ValueError
             return self
 
     def _inject(self):

@@ -1,4 +1,5 @@
-"""Faults on trainer nodes: kill, crash a worker, stop/restart, freeze, scale up, total failure."""
+"""Faults on trainer nodes and their processes: kill, crash or freeze a worker, stop/restart, pause,
+throttle, preempt, scale up, total failure."""
 from __future__ import annotations
 
 from typing import Literal
@@ -14,7 +15,7 @@ class KillNode(Fault):
     name = "kill_node"
     help = "SIGKILL a node's whole process tree (agent + workers); with duration_s it comes back after"
     Params = NodeParams
-    needs = ("kill_node",)
+    needs = ("kill_node", "start_node")
 
     def _inject(self):
         self.target = self.pick_node(self.p.node)
@@ -24,19 +25,71 @@ class KillNode(Fault):
         self.cluster.start_node(self.target)
 
 
+class WorkerParams(NodeParams):
+    local_rank: int = Field(0, ge=0)   # which worker of the node (its LOCAL_RANK)
+
+
 @register
 class KillWorker(Fault):
     name = "kill_worker"
     help = "crash one worker process (SIGKILL); its node and torchrun agent survive and restart it"
     healable = False
     needs = ("kill_worker",)
-
-    class Params(NodeParams):
-        local_rank: int = Field(0, ge=0)
+    Params = WorkerParams
 
     def _inject(self):
         self.target = self.pick_node(self.p.node)
         self.cluster.kill_worker(self.target, self.p.local_rank)
+
+
+@register
+class FreezeWorker(Fault):
+    name = "freeze_worker"
+    help = ("hang one worker process (SIGSTOP, not its agent): the agent keeps heartbeating and the peers "
+            "block in their next collective; healed by SIGCONT")
+    needs = ("freeze_worker", "thaw_worker")
+    Params = WorkerParams
+
+    def _inject(self):
+        self.target = self.pick_node(self.p.node)
+        self.cluster.freeze_worker(self.target, self.p.local_rank)
+
+    def _heal(self):
+        self.cluster.thaw_worker(self.target, self.p.local_rank)
+
+
+@register
+class ThrottleNode(Fault):
+    name = "throttle_node"
+    help = "a straggler: the node keeps running on a fraction of its CPU; healed by lifting the limit"
+    needs = ("throttle_node", "unthrottle_node")
+
+    class Params(NodeParams):
+        # the share of its CPU the node keeps: 0.3 = a node 3.3x slower; 1 = no slowdown
+        cpu_fraction: float = Field(gt=0, le=1, examples=[0.3])
+
+    def _inject(self):
+        self.target = self.pick_node(self.p.node)
+        self.cluster.throttle_node(self.target, self.p.cpu_fraction)
+
+    def _heal(self):
+        self.cluster.unthrottle_node(self.target)
+
+
+@register
+class PreemptNode(Fault):
+    name = "preempt_node"
+    help = ("preempt a node the way spot reclaims and maintenance do: SIGTERM to its launcher and workers, "
+            "SIGKILL of what is left after grace_s; the node is gone (add_node brings a replacement)")
+    healable = False
+    needs = ("preempt_node",)
+
+    class Params(NodeParams):
+        grace_s: float = Field(10.0, gt=0)   # the notice before the kill (AWS spot: 120 s, GCP: 30 s)
+
+    def _inject(self):
+        self.target = self.pick_node(self.p.node)
+        self.cluster.preempt_node(self.target, self.p.grace_s)
 
 
 @register
@@ -85,11 +138,16 @@ class KillAll(Fault):
     name = "kill_all"
     help = "kill every node, optionally wipe NVMe and/or shared memory (new machines), then restart all"
     default_duration_s = 0.0
-    needs = ("kill_node", "start_node")
+    needs = ("kill_node",)
 
     class Params(FaultParams):
         wipe: Literal["none", "shm", "nvme", "all"] = "shm"   # a node kill always loses its shared memory
         restart: bool = True
+
+    @classmethod
+    def needs_for(cls, params):
+        return (super().needs_for(params) | ({"wipe_node_storage"} if params.wipe != "none" else set())
+                | ({"start_node"} if params.restart else set()))
 
     def _inject(self):
         self.nodes = sorted(self.cluster.node_names())

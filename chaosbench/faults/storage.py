@@ -63,6 +63,10 @@ class CorruptCheckpoint(Fault):
     class Params(NodeParams):
         tier: Literal["nvme", "memory"] = "nvme"
 
+    @classmethod
+    def needs_for(cls, params):
+        return frozenset({"nvme_dir" if params.tier == "nvme" else "shm_dir"})
+
     def _inject(self):
         node = self.pick_node(self.p.node)
         root = self.cluster.nvme_dir(node) if self.p.tier == "nvme" else self.cluster.shm_dir(node)
