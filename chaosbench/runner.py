@@ -30,7 +30,7 @@ from chaosbench.observer import EventTail, Progress
 from chaosbench.recheck import apply_fault_verdicts, verdict_of
 from chaosbench.result import ClusterShape, FaultRecord, RunResult, ScenarioRef, write_run
 from chaosbench.scenario import Scenario, load_scenario
-from chaosbench.scenario.loader import resolve_trainer_config, resolve_workdir
+from chaosbench.scenario.cluster_spec import build_spec
 from chaosbench.scenario.schedule import Schedule
 from chaosbench.scenario.stop import StopRule, stop_reason
 
@@ -315,27 +315,6 @@ def pick_backend(requested: str) -> str:
             return name
     raise UnsupportedFault("no cluster backend is usable here: " +
                            "; ".join(f"{k}: {v}" for k, v in why_not.items()))
-
-
-def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | None) -> ClusterSpec:
-    c, t = s.cluster, s.trainer
-    cfg = t.reference_config
-    if cfg:
-        # inside the repository: pass it repo-relative, so a container (repo at its own path) finds it too
-        resolved = resolve_trainer_config(cfg, scenario_path)
-        repo = Path(__file__).resolve().parents[1]
-        if resolved is not None:
-            cfg = str(resolved.relative_to(repo)) if resolved.is_relative_to(repo) else str(resolved)
-    job = [t.script, *t.args] if t.script is not None else ["-m", t.module, *t.args] if t.module is not None else None
-    return ClusterSpec(run_id=run_id, run_dir=run_dir, nodes=c.nodes, procs_per_node=c.procs_per_node,
-                       min_nodes=c.elastic.min_nodes, max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous,
-                       max_restarts=c.elastic.max_restarts, trainer_config=cfg or "",
-                       trainer_overrides=dict(t.overrides), command=t.command, job_argv=job,
-                       workdir=str(resolve_workdir(t.workdir, scenario_path)) if t.workdir else None,
-                       trainer_image=t.image, progress_regex=t.progress.regex if t.progress else None,
-                       checkpoint_tier=t.checkpoint_dir, env=dict(c.env),
-                       nvme_size_mb=c.nvme_size_mb, shm_size_mb=c.shm_size_mb, persistent_nvme=c.persistent_nvme,
-                       rdzv_timeouts=dict(c.rdzv_timeouts), warm_start=c.warm_start and not t.user_job)
 
 
 def _quietly(callback, arg) -> None:
