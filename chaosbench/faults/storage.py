@@ -9,6 +9,7 @@ from pydantic import Field
 from chaosbench.cluster.base import FILL_FILE, ClusterError
 from chaosbench.faults.base import Fault, NodeParams
 from chaosbench.faults.registry import register
+from chaosbench.instrument import manifest
 
 
 @register
@@ -29,18 +30,32 @@ class FillNvme(Fault):
 
 
 def newest_checkpoint_file(root: Path) -> Path | None:
-    """The largest data file of the most recently written checkpoint under root.
+    """The largest data file of the most recently committed checkpoint under root.
 
-    Temp/partial files and manifests are skipped: corrupting those would test nothing the
-    restorer should notice.
+    File roles come from the checkpoint manifest (docs/manifest.md): the files it names are data;
+    manifests, leftovers of uncommitted writes and files it does not name are not, since corrupting
+    those tests nothing a restore must notice. A job that writes no manifests gets the same rule
+    applied to its files: the newest folder's largest file that is no temp leftover or lock.
     """
-    skip = ("tmp", "partial", "manifest", "lock")
-    files = [p for p in root.rglob("*") if p.is_file() and p.stat().st_size > 0
-             and not any(s in p.name.lower() for s in skip) and p.name != FILL_FILE]
-    if not files:
-        return None
-    newest_dir = max(files, key=lambda p: p.stat().st_mtime).parent
-    return max((p for p in files if p.parent == newest_dir), key=lambda p: p.stat().st_size)
+    committed = [m.parent for m in root.rglob(manifest.MANIFEST_FILE)
+                 if not manifest.is_temporary(m.parent.relative_to(root).as_posix())]
+    if committed:
+        newest = max(committed, key=lambda d: _mtime(d / manifest.MANIFEST_FILE))
+        data = [newest / rel for rel, role in manifest.file_roles(newest).items() if role == "data"]
+    else:
+        data = [p for p in root.rglob("*") if p.is_file() and p.name != FILL_FILE and "lock" not in p.name.lower()
+                and not manifest.is_temporary(p.relative_to(root).as_posix())]
+        newest = max(data, key=_mtime).parent if data else root
+        data = [p for p in data if p.parent == newest]
+    data = [p for p in data if p.is_file() and p.stat().st_size > 0]
+    return max(data, key=lambda p: p.stat().st_size) if data else None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:   # rotated away while we looked: the trainer keeps only a few
+        return float("-inf")
 
 
 def flip_byte(path: Path) -> int:
@@ -57,7 +72,7 @@ def flip_byte(path: Path) -> int:
 @register
 class CorruptCheckpoint(Fault):
     name = "corrupt_checkpoint"
-    help = "flip a byte in the newest checkpoint of a tier (nvme or memory) on a node"
+    help = "flip a byte in the data file of the newest checkpoint (by its manifest) of a tier (nvme or memory) on a node"
     healable = False
 
     class Params(NodeParams):
