@@ -78,22 +78,22 @@ def test_good_parameters_pass():
     assert validate_params("freeze_worker", {"local_rank": 3}).local_rank == 3
 
 
-def test_a_scenario_with_a_bad_fraction_names_file_line_and_bound(tmp_path, monkeypatch):
+def scenario_problems(tmp_path, monkeypatch, fault: str) -> tuple[Path, list[str]]:
+    """Load a scenario whose one fault (line 5) is `fault`, healed after 10 s; the problems it has."""
     monkeypatch.chdir(ROOT)
     path = tmp_path / "s.yaml"
-    path.write_text("name: straggler\ncluster: {nodes: 2}\nfaults:\n  - at: {step: 5}\n"
-                    "    throttle_node: {node: node-1, cpu_fraction: 1.5}\n    duration_s: 10\nexpect: {reaches_step: 20}\n")
+    path.write_text(f"name: s\ncluster: {{nodes: 2}}\nfaults:\n  - at: {{step: 5}}\n    {fault}\n"
+                    "    duration_s: 10\nexpect: {reaches_step: 20}\n")
     with pytest.raises(ScenarioError) as ei:
         load_scenario(path)
-    (p,) = ei.value.problems
+    return path, ei.value.problems
+
+
+def test_a_scenario_with_a_bad_fraction_names_file_line_and_bound(tmp_path, monkeypatch):
+    path, (p,) = scenario_problems(tmp_path, monkeypatch, "throttle_node: {node: node-1, cpu_fraction: 1.5}")
     assert f"{path}:5: faults[0].throttle_node.cpu_fraction" in p and "less than or equal to 1" in p
 
 
 def test_preempt_node_takes_no_duration(tmp_path, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    path = tmp_path / "s.yaml"
-    path.write_text("name: spot\ncluster: {nodes: 2}\nfaults:\n  - at: {step: 5}\n"
-                    "    preempt_node: {node: node-1, grace_s: 5}\n    duration_s: 10\n")
-    with pytest.raises(ScenarioError) as ei:
-        load_scenario(path)
-    assert any("one-shot fault" in p for p in ei.value.problems)
+    _, (p,) = scenario_problems(tmp_path, monkeypatch, "preempt_node: {node: node-1, grace_s: 5}")
+    assert "preempt_node is a one-shot fault with nothing to heal; remove duration_s" in p
