@@ -297,6 +297,16 @@ class Cluster(UpDown, abc.ABC):
     def thaw_worker(self, node: str, local_rank: int = 0) -> None:
         self._signal_worker(node, local_rank, "CONT")
 
+    # not built yet on any backend: refused up front (docker: `docker update --cpu-quota`; elsewhere a
+    # SIGSTOP/SIGCONT duty cycle run by an in-node loop that unthrottle kills; preempt: SIGTERM the
+    # launcher, SIGKILL what is left after grace_s without blocking the caller)
+    @primitive
+    def throttle_node(self, node: str, cpu_fraction: float) -> None: self._unsupported("throttle_node")
+    @primitive
+    def unthrottle_node(self, node: str) -> None: self._unsupported("unthrottle_node")
+    @primitive
+    def preempt_node(self, node: str, grace_s: float = 30.0) -> None: self._unsupported("preempt_node")
+
     @primitive(via="_cut_targets")
     def partition(self, node: str, peers: list[str] | None = None) -> None:
         """Silent: iptables DROP inside the node towards its peers' and the services' addresses."""

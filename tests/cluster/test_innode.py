@@ -136,6 +136,8 @@ def test_the_real_backends_support_what_they_did_plus_freeze_and_thaw():
     assert {"partition", "disconnect", "heal_network", "shm_dir"} <= DockerCluster.supported_faults
     assert not {"partition", "disconnect", "heal_network"} & LocalCluster.supported_faults
     assert "shm_dir" not in SlurmCluster.supported_faults
+    for cls in (DockerCluster, LocalCluster, SlurmCluster):   # declared, not built yet: refused up front
+        assert not {"throttle_node", "unthrottle_node", "preempt_node"} & cls.supported_faults
 
 
 def test_local_freeze_worker_stops_only_the_worker_and_thaw_resumes_it(agent_tree, tmp_path):
