@@ -33,30 +33,37 @@ def missing_primitives(faults: Iterable, supported: frozenset[str]) -> list[str]
     return out
 
 
+def choices(kind: str) -> dict[str, tuple]:
+    """The parameters a fault's needs can depend on, with their values: each Literal or bool field."""
+    out = {}
+    for name, field in get_fault(kind).Params.model_fields.items():
+        if get_origin(field.annotation) is Literal:
+            out[name] = get_args(field.annotation)
+        elif field.annotation is bool:
+            out[name] = (False, True)
+    return out
+
+
 def variants(kind: str) -> list[dict[str, Any]]:
-    """Representative parameter sets of a fault: every combination of its choice fields (a Literal
-    or a bool). Needs can only change with a choice, so these cover every distinct need set. Other
-    required fields take their first `examples` value; a combination its own rules refuse with
-    the defaults (a slicer toxic without its size) takes the first optional field example it accepts."""
+    """Representative parameter sets of a fault: every combination of its choices. Other required
+    fields take their first `examples` value; a combination the fault's own rules refuse with the
+    defaults (a slicer toxic without its size) takes the first optional field example it accepts."""
     params_cls = get_fault(kind).Params
-    choices: dict[str, tuple] = {}
+    options = choices(kind)
     fixed: dict[str, Any] = {}
     extras: list[dict[str, Any]] = [{}]
     for name, field in params_cls.model_fields.items():
-        ann = field.annotation
-        if get_origin(ann) is Literal:
-            choices[name] = get_args(ann)
-        elif ann is bool:
-            choices[name] = (False, True)
-        elif field.is_required():
+        if name in options:
+            continue
+        if field.is_required():
             if not field.examples:
                 raise TypeError(f"fault {kind}: required parameter '{name}' needs Field(examples=[...])")
             fixed[name] = field.examples[0]
         else:
             extras += [{name: example} for example in field.examples or []]
     out = []
-    for combo in itertools.product(*choices.values()):
-        base = {**fixed, **dict(zip(choices, combo))}
+    for combo in itertools.product(*options.values()):
+        base = {**fixed, **dict(zip(options, combo))}
         accepted = next((p for p in ({**base, **x} for x in extras) if _valid(params_cls, p)), None)
         if accepted is None:
             raise TypeError(f"fault {kind}: no example makes {base} valid; add one to a field's examples")
@@ -80,12 +87,12 @@ def support(kind: str, supported: frozenset[str]) -> str:
         return "yes"
     if not ok:
         return "-"
-    # needs grow with each choice independently, so the supported variants are a product of values
+    # each choice adds needs on its own, so the variants a backend can do are a product of values
     limits = []
-    for name in sets[0]:
-        values = list(dict.fromkeys(v[name] for v in ok))
-        if len(values) < len({repr(v[name]) for v in sets}):
-            limits.append(f"{name}={'|'.join(str(x) for x in values)}")
+    for name, values in choices(kind).items():
+        can = list(dict.fromkeys(v[name] for v in ok))
+        if len(can) < len(values):
+            limits.append(f"{name}={'|'.join(map(str, can))}")
     return "only " + ", ".join(limits)
 
 
