@@ -102,3 +102,16 @@ def test_list_cells_say_which_variants_a_backend_supports():
     assert support("kill_all", PRIMITIVES - {"wipe_node_storage"}) == "only wipe=none"
     assert support("kill_all", frozenset({"kill_node"})) == "only wipe=none, restart=False"
     assert support("link_down", frozenset()) == "yes"   # the proxy, not a cluster primitive
+
+
+def test_chaosbench_list_reads_the_same_derivation(monkeypatch):
+    from typer.testing import CliRunner
+
+    from chaosbench.cli import app
+    from chaosbench.cluster.slurm.backend import supported
+    monkeypatch.delenv("CHAOSBENCH_SLURM_FORBID", raising=False)
+    assert "nvme_dir" in supported() and "shm_dir" not in supported()   # a Slurm node's /dev/shm is not ours to see
+    res = CliRunner().invoke(app, ["list", "--scenarios", "/nonexistent"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    row = [line for line in res.output.splitlines() if "corrupt_checkpoint" in line][-1]   # the per-backend table
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["corrupt_checkpoint", "yes", "yes", "only tier=nvme"]
