@@ -97,3 +97,8 @@ def test_a_scenario_with_a_bad_fraction_names_file_line_and_bound(tmp_path, monk
 def test_preempt_node_takes_no_duration(tmp_path, monkeypatch):
     _, (p,) = scenario_problems(tmp_path, monkeypatch, "preempt_node: {node: node-1, grace_s: 5}")
     assert "preempt_node is a one-shot fault with nothing to heal; remove duration_s" in p
+
+
+def test_a_frozen_worker_must_exist_on_the_node(tmp_path, monkeypatch):
+    _, (p,) = scenario_problems(tmp_path, monkeypatch, "freeze_worker: {node: node-1, local_rank: 1}")
+    assert ":5: faults[0].freeze_worker.local_rank: local_rank 1 does not exist" in p and "valid: 0-0" in p
