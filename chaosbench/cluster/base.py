@@ -20,6 +20,7 @@ from pathlib import Path
 from chaosbench.cluster import innode
 from chaosbench.cluster.innode import FILL_FILE  # noqa: F401  (re-exported: the backends' fill ballast)
 from chaosbench.cluster.lifecycle import UpDown, track, untrack
+from chaosbench.reference_trainer import DEFAULT_CONFIG
 
 
 class ClusterError(RuntimeError):
@@ -40,7 +41,7 @@ class ClusterSpec:
     max_nodes: int = 2
     rendezvous: str = "c10d"         # c10d | etcd-v3 | etcd (v2)
     max_restarts: int = 10
-    trainer_config: str = "trainer/configs/tiny.yaml"
+    trainer_config: str = DEFAULT_CONFIG
     trainer_overrides: dict[str, object] = field(default_factory=dict)   # "section.field" -> value
     command: list[str] | None = None  # raw escape hatch: argv run by each node instead of torchrun+trainer
     job_argv: list[str] | None = None  # the user's job under our torchrun: [script, *args] or ['-m', module, *args]

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from chaosbench.cluster.launch import keep_alive_problem
+from chaosbench.reference_trainer import DEFAULT_CONFIG
 from chaosbench.scenario import names
 
 Tier = Literal["memory", "nvme", "s3"]
@@ -139,7 +140,7 @@ class ProgressCfg(Strict):
 class TrainerCfg(Strict):
     """The reference trainer (`config` + `overrides`), the user's own job launched under the harness's
     torchrun (`workdir` + `script`|`module` + `args`), or a raw per-node `command`."""
-    config: str | None = "trainer/configs/tiny.yaml"
+    config: str | None = DEFAULT_CONFIG
     overrides: dict[str, Any] = Field(default_factory=dict)
     workdir: str | None = None         # the user's project: cwd of the job (mounted read-only on docker)
     script: str | None = None          # relative to workdir, run by torchrun
