@@ -43,7 +43,7 @@ def test_local_train_kill_recover_teardown(tmp_path, rdzv):
                   and e["ts"] > out["killed_at"]]
         assert loaded and loaded[-1]["step"] > 0, "the survivor did not restore a checkpoint"
         assert first["step"] > loaded[-1]["step"]
-        etcd_pid = cluster.etcd.proc.pid
+        etcd_pid = cluster.services.etcd.proc.pid
         project = cluster.project
     # nothing left behind: node processes, services, shm, run logs collected
     assert _alive({CLUSTER_ENV: project}) == []
