@@ -13,6 +13,8 @@ import abc
 import functools
 import re
 import subprocess
+import sys
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,6 +135,7 @@ class Cluster(UpDown, abc.ABC):
         self.project = project_name(spec.run_id)
         self.run_dir = Path(spec.run_dir).resolve()
         self._nodes = [f"node-{i}" for i in range(spec.nodes)]
+        self._timers: list[threading.Timer] = []
         self.supported_faults = self.implemented_faults() - self.withheld()
 
     # -- lifecycle (template) --------------------------------------------------------------
@@ -145,6 +148,8 @@ class Cluster(UpDown, abc.ABC):
     def down(self) -> None:
         """Remove everything this cluster started. Idempotent; never raises on already-gone parts;
         raises (and stays tracked: the exit-time sweep retries) while something is left."""
+        for timer in self._timers:   # delayed fault actions: teardown removes everything anyway
+            timer.cancel()
         left = self._stop()
         if left:
             raise ClusterError(f"teardown of {self.project} left " + "; ".join(left))
@@ -299,14 +304,41 @@ class Cluster(UpDown, abc.ABC):
         self._signal_worker(node, local_rank, "CONT")
 
     # not built yet on any backend: refused up front (docker: `docker update --cpu-quota`; elsewhere a
-    # SIGSTOP/SIGCONT duty cycle run by an in-node loop that unthrottle kills; preempt: SIGTERM the
-    # launcher, SIGKILL what is left after grace_s without blocking the caller)
+    # SIGSTOP/SIGCONT duty cycle run by an in-node loop that unthrottle kills)
     @primitive
     def throttle_node(self, node: str, cpu_fraction: float) -> None: self._unsupported("throttle_node")
     @primitive
     def unthrottle_node(self, node: str) -> None: self._unsupported("unthrottle_node")
-    @primitive
-    def preempt_node(self, node: str, grace_s: float = 30.0) -> None: self._unsupported("preempt_node")
+
+    @primitive(via="_run_in_node")
+    def preempt_node(self, node: str, grace_s: float = 30.0) -> None:
+        """SIGTERM every process of the node (launcher, agent, workers), as a preemption notice does;
+        SIGKILL whatever of it is left after grace_s (kill_node), unless the node was started again
+        meanwhile. Returns at once: the grace runs on a timer, cancelled by teardown."""
+        if grace_s < 0:
+            raise ClusterError(f"preempt_node grace_s={grace_s}: must be >= 0")
+        self._check_node(node)
+        incarnation = self._incarnation(node)
+        markers = [f"{k}={v}" for k, v in self._node_markers(node).items()]
+        self._run_in_node(node, innode.PROCS, "node", "TERM", *markers)
+
+        def kill_the_rest():
+            if self._incarnation(node) != incarnation:
+                return   # a new incarnation of the node: not ours to kill
+            try:
+                self.kill_node(node)
+            except ClusterError as exc:
+                if not self.node_status(node).startswith("exited"):
+                    print(f"chaosbench: preempt_node({node}): the kill after {grace_s:g} s failed: {exc}",
+                          file=sys.stderr)
+        timer = threading.Timer(grace_s, kill_the_rest)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def _incarnation(self, node: str) -> object:
+        """Changes whenever the node is started again (a preemption's kill must not hit its successor)."""
+        return None
 
     @primitive(via="_cut_targets")
     def partition(self, node: str, peers: list[str] | None = None) -> None:

@@ -209,6 +209,9 @@ class DockerCluster(Cluster):
     def _run_in_node(self, node: str, script: Script, *args: str, timeout: float = 120) -> str:
         return docker("exec", self._node(node), *script.argv("python", *args), timeout=timeout)
 
+    def _incarnation(self, node: str) -> object:
+        return (self._state(node) or {}).get("StartedAt")
+
     def _nvme_in_node(self, node: str) -> str:
         return NVME_IN_NODE
 

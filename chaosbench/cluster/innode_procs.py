@@ -4,6 +4,7 @@ Shipped as the source of `python -c` by every backend (innode.PROCS), and import
 
     python -c SRC workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]   signal one local rank's worker; print its pids
                                                                (SIG 0: only list them)
+    python -c SRC node <SIG> [KEY=VALUE ...]                   signal every process of the node; print their pids
 
 A worker is a process torchrun gave LOCAL_RANK (the agent has none) whose environment also holds every
 KEY=VALUE marker naming the node. With the reference trainer's warm start, torchrun's worker is a thin
@@ -69,11 +70,22 @@ def subtree(roots: set[int], everyone: list[int]) -> set[int]:
     return found
 
 
+def marked(markers: dict[bytes, bytes], everyone: list[int]) -> set[int]:
+    return {p for p in everyone if (env := environ(p)) and all(env.get(k) == v for k, v in markers.items())}
+
+
+def node(markers: dict[str, str]) -> list[int]:
+    """Every process of the node: launcher, agent, workers (warm-start forks included), their children."""
+    everyone = pids()
+    roots = marked({k.encode(): v.encode() for k, v in markers.items()}, everyone)
+    return sorted(subtree(roots, everyone))
+
+
 def workers(local_rank: int, markers: dict[str, str]) -> list[int]:
     """The pids of one local rank's worker on this node (see the module doc)."""
     want = {b"LOCAL_RANK": str(local_rank).encode(), **{k.encode(): v.encode() for k, v in markers.items()}}
     everyone = pids()
-    roots = {p for p in everyone if (env := environ(p)) and all(env.get(k) == v for k, v in want.items())}
+    roots = marked(want, everyone)
     roots |= {p for p in everyone if p not in roots and pidfd_targets(p) & roots}   # warm-start forks
     return sorted(subtree(roots, everyone))
 
@@ -90,12 +102,15 @@ def signal_all(targets: list[int], sig: int) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 3 or argv[0] != "workers":
-        print("usage: workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]", file=sys.stderr)
+    if not (len(argv) >= 3 and argv[0] == "workers" or len(argv) >= 2 and argv[0] == "node"):
+        print("usage: workers <SIG> <LOCAL_RANK> [KEY=VALUE ...] | node <SIG> [KEY=VALUE ...]", file=sys.stderr)
         return 2
     sig = 0 if argv[1] == "0" else getattr(signal, f"SIG{argv[1]}")
-    markers = dict(a.split("=", 1) for a in argv[3:])
-    for pid in signal_all(workers(int(argv[2]), markers), sig):
+    if argv[0] == "node":
+        targets = node(dict(a.split("=", 1) for a in argv[2:]))
+    else:
+        targets = workers(int(argv[2]), dict(a.split("=", 1) for a in argv[3:]))
+    for pid in signal_all(targets, sig):
         print(pid)
     return 0
 

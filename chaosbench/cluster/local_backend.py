@@ -98,6 +98,9 @@ class LocalCluster(Cluster):
         for node in self._nodes:
             self._launch(node)
 
+    def _incarnation(self, node: str) -> object:
+        return self._procs.get(node)
+
     def _node_markers(self, node: str) -> dict[str, str]:
         return {CLUSTER_ENV: self.project, "CHAOSBENCH_NODE": node}
 

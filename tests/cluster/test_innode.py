@@ -121,8 +121,8 @@ def test_supported_faults_follow_from_what_a_backend_implements():
     assert "freeze_worker" in fault_primitives() and "start_nodes" not in fault_primitives()
     assert _Bare.supported_faults == frozenset()
     # one hook gives every primitive built on it, and nothing else
-    assert _Transport.supported_faults == {"kill_worker", "freeze_worker", "thaw_worker"}
-    assert _Withholds.supported_faults == {"kill_worker", "thaw_worker"}
+    assert _Transport.supported_faults == {"kill_worker", "freeze_worker", "thaw_worker", "preempt_node"}
+    assert _Withholds.supported_faults == {"kill_worker", "thaw_worker", "preempt_node"}
     with pytest.raises(UnsupportedFault, match="backend 'bare' does not support freeze_worker"):
         _Bare(ClusterSpec(run_id="r", run_dir=Path("/tmp"))).freeze_worker("node-0")
 
@@ -137,7 +137,8 @@ def test_the_real_backends_support_what_they_did_plus_freeze_and_thaw():
     assert not {"partition", "disconnect", "heal_network"} & LocalCluster.supported_faults
     assert "shm_dir" not in SlurmCluster.supported_faults
     for cls in (DockerCluster, LocalCluster, SlurmCluster):   # declared, not built yet: refused up front
-        assert not {"throttle_node", "unthrottle_node", "preempt_node"} & cls.supported_faults
+        assert "preempt_node" in cls.supported_faults
+        assert not {"throttle_node", "unthrottle_node"} & cls.supported_faults
 
 
 def test_local_freeze_worker_stops_only_the_worker_and_thaw_resumes_it(agent_tree, tmp_path):
@@ -152,3 +153,38 @@ def test_local_freeze_worker_stops_only_the_worker_and_thaw_resumes_it(agent_tre
     assert _wait_state(worker, "S") != "T" and _state(agent) != "T"
     with pytest.raises(ClusterError, match="unknown node"):
         c.thaw_worker("node-9", 0)
+
+
+STUBBORN = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); '
+                          'print(1, flush=True); time.sleep(120)'], stdout=subprocess.PIPE)
+child.stdout.readline()   # its SIGTERM handler is in place
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_local_preempt_terms_the_node_at_once_and_kills_what_ignores_it_after_the_grace(tmp_path):
+    from chaosbench.cluster.local_backend import CLUSTER_ENV, LocalCluster
+    c = LocalCluster(ClusterSpec(run_id="preempt", run_dir=tmp_path, nodes=2))
+    launcher = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE, start_new_session=True,
+                                env={**os.environ, CLUSTER_ENV: c.project, "CHAOSBENCH_NODE": "node-1"})
+    stubborn = int(launcher.stdout.readline())
+    c._procs["node-1"] = launcher   # as _launch records a node's launcher
+    try:
+        started = time.monotonic()
+        c.preempt_node("node-1", grace_s=2)
+        assert time.monotonic() - started < 2               # the grace does not block the caller
+        assert launcher.wait(timeout=5) == -15               # SIGTERM: the launcher went at once
+        assert _state(stubborn) != "Z"                       # the worker that ignores it lives on ...
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and os.path.exists(f"/proc/{stubborn}"):
+            time.sleep(0.05)
+        assert not os.path.exists(f"/proc/{stubborn}")      # ... until the grace is over (orphan: reaped by init)
+        assert time.monotonic() - started >= 2
+    finally:
+        for t in c._timers:
+            t.cancel()
+        if os.path.exists(f"/proc/{stubborn}"):
+            os.kill(stubborn, 9)

@@ -278,6 +278,9 @@ class SlurmCluster(Cluster):
         return self.slurm.run(*step_argv(self.job_id, self._host_of[node], "chaosbench-fault"),
                               *script.argv(self.python, *args), timeout=timeout)
 
+    def _incarnation(self, node: str) -> object:
+        return self._procs.get(node)
+
     def _service_action(self, service: str, action: str) -> None:
         self.services.action(service, action)
 
