@@ -136,6 +136,7 @@ class Cluster(UpDown, abc.ABC):
         self.run_dir = Path(spec.run_dir).resolve()
         self._nodes = [f"node-{i}" for i in range(spec.nodes)]
         self._timers: list[threading.Timer] = []
+        self._throttles: dict[str, subprocess.Popen] = {}   # node -> its duty-cycle loop
         self.supported_faults = self.implemented_faults() - self.withheld()
 
     # -- lifecycle (template) --------------------------------------------------------------
@@ -150,6 +151,8 @@ class Cluster(UpDown, abc.ABC):
         raises (and stays tracked: the exit-time sweep retries) while something is left."""
         for timer in self._timers:   # delayed fault actions: teardown removes everything anyway
             timer.cancel()
+        for node in list(self._throttles):
+            self._end_throttle(node)
         left = self._stop()
         if left:
             raise ClusterError(f"teardown of {self.project} left " + "; ".join(left))
@@ -303,12 +306,39 @@ class Cluster(UpDown, abc.ABC):
     def thaw_worker(self, node: str, local_rank: int = 0) -> None:
         self._signal_worker(node, local_rank, "CONT")
 
-    # not built yet on any backend: refused up front (docker: `docker update --cpu-quota`; elsewhere a
-    # SIGSTOP/SIGCONT duty cycle run by an in-node loop that unthrottle kills)
-    @primitive
-    def throttle_node(self, node: str, cpu_fraction: float) -> None: self._unsupported("throttle_node")
-    @primitive
-    def unthrottle_node(self, node: str) -> None: self._unsupported("unthrottle_node")
+    @primitive(via="_start_in_node")
+    def throttle_node(self, node: str, cpu_fraction: float) -> None:
+        """A straggler: the node runs `cpu_fraction` of the time (a SIGSTOP/SIGCONT duty cycle over
+        its processes, run by an in-node loop until unthrottle_node). A backend with cgroups overrides it."""
+        if not 0 < cpu_fraction <= 1:
+            raise ClusterError(f"throttle_node cpu_fraction={cpu_fraction}: must be in (0, 1]")
+        self._check_node(node)
+        self._end_throttle(node)
+        markers = [f"{k}={v}" for k, v in self._node_markers(node).items()]
+        self._throttles[node] = self._start_in_node(node, innode.PROCS, "throttle", str(cpu_fraction), *markers)
+
+    @primitive(via="_start_in_node")
+    def unthrottle_node(self, node: str) -> None:
+        self._check_node(node)
+        self._end_throttle(node)
+        # the loop resumes the node as it ends; a loop that was killed instead would leave it stopped
+        markers = [f"{k}={v}" for k, v in self._node_markers(node).items()]
+        self._run_in_node(node, innode.PROCS, "node", "CONT", *markers)
+
+    def _end_throttle(self, node: str) -> None:
+        loop = self._throttles.pop(node, None)
+        if loop is None or loop.poll() is not None:
+            return
+        loop.terminate()   # srun forwards SIGTERM to its step's task
+        try:
+            loop.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            loop.kill()
+            loop.wait(timeout=10)
+
+    def _start_in_node(self, node: str, script: innode.Script, *args: str) -> subprocess.Popen:
+        """Start a long-running in-node script on `node` without waiting for it (its handle)."""
+        self._unsupported("long-running in-node commands")
 
     @primitive(via="_run_in_node")
     def preempt_node(self, node: str, grace_s: float = 30.0) -> None:

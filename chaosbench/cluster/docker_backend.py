@@ -26,6 +26,7 @@ from chaosbench.cluster.launch import validate
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
                                              wait_until)
 
+CPU_PERIOD_US = 100_000   # throttle_node's CFS period (docker's default)
 SERVICE_ALIASES = {"proxy": "toxiproxy", "toxiproxy": "toxiproxy", "etcd": "etcd", "s3": "s3"}
 
 
@@ -254,6 +255,17 @@ class DockerCluster(Cluster):
 
     def unpause_node(self, node: str) -> None:
         docker("unpause", self._node(node))
+
+    def throttle_node(self, node: str, cpu_fraction: float) -> None:
+        """A cgroup CPU quota on the node's container: cpu_fraction of the CPUs it could use."""
+        if not 0 < cpu_fraction <= 1:
+            raise ClusterError(f"throttle_node cpu_fraction={cpu_fraction}: must be in (0, 1]")
+        cpus = int(docker("info", "--format", "{{.NCPU}}").strip() or 1)
+        quota = max(1000, int(CPU_PERIOD_US * cpus * cpu_fraction))
+        docker("update", "--cpu-period", str(CPU_PERIOD_US), "--cpu-quota", str(quota), self._node(node))
+
+    def unthrottle_node(self, node: str) -> None:
+        docker("update", "--cpu-quota", "-1", self._node(node))
 
     def disconnect(self, node: str) -> None:
         docker("network", "disconnect", self.plan.network, self._node(node))

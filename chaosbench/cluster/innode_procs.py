@@ -5,6 +5,7 @@ Shipped as the source of `python -c` by every backend (innode.PROCS), and import
     python -c SRC workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]   signal one local rank's worker; print its pids
                                                                (SIG 0: only list them)
     python -c SRC node <SIG> [KEY=VALUE ...]                   signal every process of the node; print their pids
+    python -c SRC throttle <FRACTION> [KEY=VALUE ...]          run the node FRACTION of the time until SIGTERM
 
 A worker is a process torchrun gave LOCAL_RANK (the agent has none) whose environment also holds every
 KEY=VALUE marker naming the node. With the reference trainer's warm start, torchrun's worker is a thin
@@ -17,6 +18,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 
 def environ(pid: int) -> dict[bytes, bytes]:
@@ -101,10 +103,37 @@ def signal_all(targets: list[int], sig: int) -> list[int]:
     return hit
 
 
+def throttle(fraction: float, markers: dict[str, str], period: float = 0.1, rescan: int = 10) -> None:
+    """A SIGCONT/SIGSTOP duty cycle over the node's processes: running `fraction` of every `period`,
+    where no cgroup CPU quota can be set. The node's process list is re-read every `rescan` periods
+    (restarted workers); SIGTERM/SIGINT end it, and the node is left running."""
+    stopping = []
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stopping.append(1))
+    targets: list[int] = []
+    try:
+        n = 0
+        while not stopping:
+            if n % rescan == 0:
+                targets = node(markers)
+            n += 1
+            signal_all(targets, signal.SIGCONT)
+            time.sleep(fraction * period)
+            if fraction < 1 and not stopping:
+                signal_all(targets, signal.SIGSTOP)
+                time.sleep((1 - fraction) * period)
+    finally:
+        signal_all(sorted(set(targets) | set(node(markers))), signal.SIGCONT)
+
+
 def main(argv: list[str]) -> int:
-    if not (len(argv) >= 3 and argv[0] == "workers" or len(argv) >= 2 and argv[0] == "node"):
-        print("usage: workers <SIG> <LOCAL_RANK> [KEY=VALUE ...] | node <SIG> [KEY=VALUE ...]", file=sys.stderr)
+    if not (len(argv) >= 3 and argv[0] == "workers" or len(argv) >= 2 and argv[0] in ("node", "throttle")):
+        print("usage: workers <SIG> <LOCAL_RANK> [KEY=VALUE ...] | node <SIG> [KEY=VALUE ...] | "
+              "throttle <FRACTION> [KEY=VALUE ...]", file=sys.stderr)
         return 2
+    if argv[0] == "throttle":
+        throttle(float(argv[1]), dict(a.split("=", 1) for a in argv[2:]))
+        return 0
     sig = 0 if argv[1] == "0" else getattr(signal, f"SIG{argv[1]}")
     if argv[0] == "node":
         targets = node(dict(a.split("=", 1) for a in argv[2:]))

@@ -151,6 +151,11 @@ class LocalCluster(Cluster):
             raise ClusterError(f"{node}: {script.name} did not finish within {timeout:g} s") from exc
         return completed(argv, proc, node)
 
+    def _start_in_node(self, node: str, script: Script, *args: str) -> subprocess.Popen:
+        with open(self.run_dir / "logs" / f"{node}-{script.name}.log", "ab") as log:
+            return subprocess.Popen(script.argv(sys.executable, *args), stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+
     def _service_action(self, service: str, action: str) -> None:
         self.services.action(service, action)
 

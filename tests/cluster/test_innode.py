@@ -123,6 +123,7 @@ def test_supported_faults_follow_from_what_a_backend_implements():
     # one hook gives every primitive built on it, and nothing else
     assert _Transport.supported_faults == {"kill_worker", "freeze_worker", "thaw_worker", "preempt_node"}
     assert _Withholds.supported_faults == {"kill_worker", "thaw_worker", "preempt_node"}
+    assert "throttle_node" not in _Transport.supported_faults   # needs the long-running hook too
     with pytest.raises(UnsupportedFault, match="backend 'bare' does not support freeze_worker"):
         _Bare(ClusterSpec(run_id="r", run_dir=Path("/tmp"))).freeze_worker("node-0")
 
@@ -136,9 +137,8 @@ def test_the_real_backends_support_what_they_did_plus_freeze_and_thaw():
     assert {"partition", "disconnect", "heal_network", "shm_dir"} <= DockerCluster.supported_faults
     assert not {"partition", "disconnect", "heal_network"} & LocalCluster.supported_faults
     assert "shm_dir" not in SlurmCluster.supported_faults
-    for cls in (DockerCluster, LocalCluster, SlurmCluster):   # declared, not built yet: refused up front
-        assert "preempt_node" in cls.supported_faults
-        assert not {"throttle_node", "unthrottle_node"} & cls.supported_faults
+    for cls in (DockerCluster, LocalCluster, SlurmCluster):
+        assert {"preempt_node", "throttle_node", "unthrottle_node"} <= cls.supported_faults
 
 
 def test_local_freeze_worker_stops_only_the_worker_and_thaw_resumes_it(agent_tree, tmp_path):
@@ -188,3 +188,46 @@ def test_local_preempt_terms_the_node_at_once_and_kills_what_ignores_it_after_th
             t.cancel()
         if os.path.exists(f"/proc/{stubborn}"):
             os.kill(stubborn, 9)
+
+
+BUSY = """
+import os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, '-c', 'while True: pass'])
+print(child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])   # utime + stime
+
+
+def _share(pid: int, seconds: float = 2.0) -> float:
+    t0, c0 = time.monotonic(), _cpu_ticks(pid)
+    time.sleep(seconds)
+    return (_cpu_ticks(pid) - c0) / os.sysconf("SC_CLK_TCK") / (time.monotonic() - t0)
+
+
+def test_local_throttle_runs_the_node_a_fraction_of_the_time_and_unthrottle_lets_it_run(tmp_path):
+    from chaosbench.cluster.local_backend import CLUSTER_ENV, LocalCluster
+    c = LocalCluster(ClusterSpec(run_id="throttle", run_dir=tmp_path, nodes=1))
+    (tmp_path / "logs").mkdir()
+    launcher = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, start_new_session=True,
+                                env={**os.environ, CLUSTER_ENV: c.project, "CHAOSBENCH_NODE": "node-0"})
+    busy = int(launcher.stdout.readline())
+    try:
+        free = _share(busy)
+        c.throttle_node("node-0", 0.25)
+        throttled = _share(busy, 3.0)
+        c.unthrottle_node("node-0")
+        assert not c._throttles and _state(busy) != "T"
+        again = _share(busy)
+        print(f"cpu share: free {free:.2f}, throttled to 0.25: {throttled:.2f}, after unthrottle {again:.2f}")
+        assert free > 0.6 and again > 0.6, (free, again)
+        assert 0.05 < throttled < 0.45 * free, (free, throttled)
+    finally:
+        for t in c._throttles.values():
+            t.kill()
+        os.killpg(launcher.pid, 9)
+        launcher.wait()

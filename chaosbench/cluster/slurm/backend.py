@@ -281,6 +281,13 @@ class SlurmCluster(Cluster):
     def _incarnation(self, node: str) -> object:
         return self._procs.get(node)
 
+    def _start_in_node(self, node: str, script: Script, *args: str) -> subprocess.Popen:
+        """A long extra step on the node's host (ends with the job at the latest)."""
+        self._step(node)
+        with open(self.run_dir / "logs" / f"{node}-{script.name}.log", "ab") as log:
+            return self.slurm.popen([*step_argv(self.job_id, self._host_of[node], f"chaosbench-{script.name}"),
+                                     *script.argv(self.python, *args)], log)
+
     def _service_action(self, service: str, action: str) -> None:
         self.services.action(service, action)
 
