@@ -71,11 +71,13 @@ def project_name(run_id: str) -> str:
     return f"cb{re.sub(r'[^a-z0-9]+', '', run_id.lower())[:20]}{uuid.uuid4().hex[:8]}"
 
 
-def primitive(fn=None, *, via: str | None = None):
-    """Marks a fault primitive of the base class. `via`: the hook the base's own implementation is
-    built on; a backend that implements that hook supports the primitive without overriding it."""
+def primitive(fn=None, *, via: str | tuple[str, ...] = ()):
+    """Marks a fault primitive of the base class. `via`: the hook(s) the base's own implementation is
+    built on; a backend that implements them supports the primitive without overriding it."""
+    via = (via,) if isinstance(via, str) else tuple(via)
+
     def mark(f):
-        if via is not None:   # refuse by name where the backend lacks the hook or withholds the primitive
+        if via:   # refuse by name where the backend lacks the hook or withholds the primitive
             impl = f
 
             @functools.wraps(impl)
@@ -93,8 +95,9 @@ class Cluster(UpDown, abc.ABC):
 
     A backend implements: `_sweep_dead()`, `_start()` (which sets `services`), `_stop() -> leftovers`,
     `start_training()`, `node_status()`, `collect()`, and the hooks its primitives need:
-    `_run_in_node(node, script, *args)` (in-node commands), `_service_action(service, action)`,
-    `_nvme_in_node(node)`, `_cut_targets(node, peers)`.
+    `_run_in_node(node, script, *args) -> stdout` and `_start_in_node(node, script, *args) -> Popen`
+    (in-node commands, innode.py), `_node_markers(node)`, `_incarnation(node)`,
+    `_service_action(service, action)`, `_nvme_in_node(node)`, `_cut_targets(node, peers)`.
     """
 
     backend: str = "abstract"
@@ -119,8 +122,9 @@ class Cluster(UpDown, abc.ABC):
         out = set()
         for name in fault_primitives():
             base = getattr(Cluster, name)
-            hook = base.via_hook
-            if getattr(cls, name) is not base or (hook and getattr(cls, hook) is not getattr(Cluster, hook)):
+            hooks = base.via_hook
+            if getattr(cls, name) is not base or \
+                    (hooks and all(getattr(cls, h) is not getattr(Cluster, h) for h in hooks)):
                 out.add(name)
         return frozenset(out)
 
@@ -306,7 +310,7 @@ class Cluster(UpDown, abc.ABC):
     def thaw_worker(self, node: str, local_rank: int = 0) -> None:
         self._signal_worker(node, local_rank, "CONT")
 
-    @primitive(via="_start_in_node")
+    @primitive(via=("_start_in_node", "_run_in_node"))
     def throttle_node(self, node: str, cpu_fraction: float) -> None:
         """A straggler: the node runs `cpu_fraction` of the time (a SIGSTOP/SIGCONT duty cycle over
         its processes, run by an in-node loop until unthrottle_node). A backend with cgroups overrides it."""
@@ -317,7 +321,7 @@ class Cluster(UpDown, abc.ABC):
         markers = [f"{k}={v}" for k, v in self._node_markers(node).items()]
         self._throttles[node] = self._start_in_node(node, innode.PROCS, "throttle", str(cpu_fraction), *markers)
 
-    @primitive(via="_start_in_node")
+    @primitive(via=("_start_in_node", "_run_in_node"))
     def unthrottle_node(self, node: str) -> None:
         self._check_node(node)
         self._end_throttle(node)

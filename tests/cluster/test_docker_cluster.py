@@ -63,6 +63,12 @@ def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
         assert len(listed) >= 2 and stopped == set(listed), (listed, stopped)   # agent, server run on
         cluster.thaw_worker("node-0", 0)
         assert not _stopped_in_node(project)
+        # a straggler: a CFS quota on the container (cgroup v1 here), lifted by unthrottle
+        cpus = int(docker("info", "--format", "{{.NCPU}}"))
+        cluster.throttle_node("node-0", 0.5)
+        assert int(docker("inspect", "-f", "{{.HostConfig.CpuQuota}}", f"{project}-node-0")) == 50_000 * cpus
+        cluster.unthrottle_node("node-0")
+        assert int(docker("inspect", "-f", "{{.HostConfig.CpuQuota}}", f"{project}-node-0")) <= 0
         out = train_kill_recover(cluster)
         assert cluster.node_status("node-1") == "exited:137"
         first = out["first_alone"]

@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 AGENT = """
 import os, subprocess, sys, time
 env = {**os.environ, 'LOCAL_RANK': sys.argv[1]}
-child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], env=env)
+child = subprocess.Popen([sys.executable, '-c', 'import time; print(1, flush=True); time.sleep(120)'], env=env,
+                         stdout=subprocess.PIPE)
+child.stdout.readline()   # it runs with its own environment (before exec, /proc shows the parent's)
 print(child.pid, flush=True)
 time.sleep(120)
 """
@@ -223,9 +225,8 @@ def test_local_throttle_runs_the_node_a_fraction_of_the_time_and_unthrottle_lets
         c.unthrottle_node("node-0")
         assert not c._throttles and _state(busy) != "T"
         again = _share(busy)
-        print(f"cpu share: free {free:.2f}, throttled to 0.25: {throttled:.2f}, after unthrottle {again:.2f}")
-        assert free > 0.6 and again > 0.6, (free, again)
-        assert 0.05 < throttled < 0.45 * free, (free, throttled)
+        # relative to the unthrottled share: a loaded machine (parallel tests) gives the process less
+        assert 0.02 < throttled < 0.45 * free and again > 2 * throttled, (free, throttled, again)
     finally:
         for t in c._throttles.values():
             t.kill()
