@@ -76,6 +76,9 @@ def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
         loaded = [e for e in out["events"] if e["event"] == "checkpoint_loaded" and e["node"] == "node-0"
                   and e["ts"] > out["killed_at"]]
         assert loaded and first["step"] > loaded[-1]["step"] > 0
+        # preemption: SIGTERM to every process of the node now, SIGKILL of the rest after the grace
+        cluster.preempt_node("node-0", grace_s=2)
+        wait_for("node-0 gone after its preemption", lambda: cluster.node_status("node-0").startswith("exited"), 30)
     assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
     assert (tmp_path / "logs" / "node-0.log").stat().st_size > 0 and (tmp_path / "exits.json").exists()
     assert not os.path.exists(f"/var/tmp/chaosbench-disks/{project}")
