@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from chaosbench.jsonl import read_jsonl
 from chaosbench.observer.tail import read_events
 
@@ -40,6 +42,7 @@ class History:
     inventories: dict[str, dict] = field(default_factory=dict)   # fault id -> inventory at its injection
     harness: dict[str, Any] = field(default_factory=dict)
     rejected_lines: list[str] = field(default_factory=list)   # event lines with wrong-typed fields
+    scenario: dict[str, Any] = field(default_factory=dict)   # scenario.yaml as run (raw); {}: none stored
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
@@ -53,6 +56,7 @@ class History:
                                  for e in read_jsonl(p, require="ts")), key=lambda e: e["ts"])
         h.exits = _json(run_dir / "exits.json") or {}
         h.harness = _json(run_dir / "harness.json") or {}
+        h.scenario = _yaml(run_dir / "scenario.yaml")
         inv = _json(run_dir / "checkpoints.json")
         h.inventory = inv if isinstance(inv, dict) else None
         for p in sorted((run_dir / "inventories").glob("*.json")) if (run_dir / "inventories").is_dir() else []:
@@ -135,6 +139,14 @@ def fault_windows(lines: list[dict]) -> list[FaultWindow]:
         elif rec.get("action") == "heal" and fid in windows:
             windows[fid].healed_at = rec["ts"]
     return sorted(windows.values(), key=lambda w: w.injected_at)
+
+
+def _yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _json(path: Path) -> Any:

@@ -347,6 +347,19 @@ class Expect(Strict):
     log_regex: list[LogRegex] = Field(default_factory=list)
     optional: list[str] = Field(default_factory=list, description="checks allowed to be not evaluated")
     ends: Ending | None = Field(None, description="the run's expected ending, when it is not a normal one")
+    max_detection_seconds: float | None = Field(None, gt=0, description="per fault: injection -> first sign "
+                                                "the job noticed it (checks/detection.py)")
+    detect_faults: list[str] | None = Field(None, min_length=1, description="the fault ids max_detection_seconds "
+                                            "judges (default: every fault)")
+    max_slowdown: float | None = Field(None, ge=1, description="per fault: step rate during it >= the rate "
+                                       "before it / this (checks/slowdown.py)")
+
+    @model_validator(mode="after")
+    def _detect_faults_need_bound(self):
+        if self.detect_faults is not None and self.max_detection_seconds is None:
+            raise ValueError("detect_faults names the faults max_detection_seconds judges: set "
+                             "max_detection_seconds too")
+        return self
 
     @field_validator("optional")
     @classmethod
@@ -391,6 +404,10 @@ class Scenario(Strict):
             if ref is not None and (ref not in seen or ref == f.id):
                 raise ValueError(f"fault '{f.id}': after_fault '{ref}' names no other fault; "
                                  f"fault ids: {', '.join(sorted(seen))}")
+        for ref in self.expect.detect_faults or []:
+            if ref not in seen:
+                raise ValueError(f"expect.detect_faults: '{ref}' names no fault; fault ids: "
+                                 f"{', '.join(sorted(seen)) or 'none'}")
         return self
 
     def node_names(self) -> list[str]:

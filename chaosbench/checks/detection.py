@@ -1,0 +1,127 @@
+"""`expect.max_detection_seconds`: per fault, how long the job took to notice it.
+
+detection_s = the first sign that the job noticed, minus the injection. Signs, read from the history:
+`health_check_failed`, `fatal`, a worker entering `phase: shutdown` (not the clean one after
+`run_complete`), a worker process that started after the injection (a restart), the torchrun agents'
+`worker_group_failed` / `rendezvous_start` (agent-*.jsonl), a pre-fault worker that exited (seen by
+the node watcher) other than the fault's own victim, and the recovery's detected_at (which may
+precede the injection record: recovery.py). What the heal itself started (the target node's new
+workers and agent after `healed_at`) is no sign. Signs after the next fault's injection belong to it.
+
+Which faults: every planned fault, or those `expect.detect_faults` names (an id covers its
+repetitions `<id>#N`). A fault the job is meant to ride through without noticing (`throttle_node`)
+is left out by naming the others. A fault never injected fails. A fault no sign followed fails once
+the run went on for the bound after it ("hung N s after the fault; it would wait for <timeout>",
+timeouts.py); a run that stopped sooner is not evaluated: it never passes.
+"""
+from __future__ import annotations
+
+from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
+from chaosbench.checks.ending import ending_of
+from chaosbench.checks.history import FaultWindow, History
+from chaosbench.checks.registry import check
+from chaosbench.checks.timeouts import timeout_in_force
+from chaosbench.result import CheckResult, Recovery
+from chaosbench.scenario.model import Expect
+
+SIGN_EVENTS = ("health_check_failed", "fatal")
+AGENT_SIGNS = ("worker_group_failed", "rendezvous_start")
+
+
+def planned_faults(h: History, only: list[str] | None) -> list[tuple[str, str]]:
+    """(id, type) of every fault the run planned (harness.json), else of every injected one; `only`
+    keeps the ids it names and their repetitions."""
+    plan = [(str(p["id"]), str(p.get("type", "?"))) for p in h.harness.get("faults_planned") or []]
+    plan = plan or [(w.id, w.fault) for w in h.faults]
+    return [(fid, kind) for fid, kind in plan if only is None or fid.split("#")[0] in only]
+
+
+def run_end(h: History) -> float | None:
+    stopped = h.harness.get("stopped_at")
+    if isinstance(stopped, (int, float)):
+        return float(stopped)
+    seen = [e["ts"] for e in h.events + h.agent_events]
+    return max(seen) if seen else None
+
+
+def _next_injection(h: History, fw: FaultWindow) -> float:
+    return min((w.injected_at for w in h.faults if w.injected_at > fw.injected_at), default=float("inf"))
+
+
+def first_sign(h: History, fw: FaultWindow, rec: Recovery | None) -> tuple[float, str] | None:
+    """(time, what) of the first sign that the job noticed `fw`, or None."""
+    t0, until = fw.injected_at, _next_injection(h, fw)
+    targets = {t.strip() for t in str(fw.target).split(",") if t.strip()}
+    victim_rank = fw.params.get("local_rank")
+    healed = fw.healed_at if fw.healed_at is not None else float("inf")
+
+    def by_heal(node) -> bool:   # the heal restarted it, the job noticed nothing
+        return str(node) in targets
+    signs: list[tuple[float, str]] = []
+    groups = h.by_incarnation()
+    for inc, evs in groups.items():
+        done = any(e.get("event") == "run_complete" for e in evs)
+        for e in evs:
+            name = e.get("event")
+            if name in SIGN_EVENTS or (name == "phase" and e.get("phase") == "shutdown" and not done):
+                signs.append((e["ts"], f"{name if name != 'phase' else 'shutdown'} on {inc[0]}/local{inc[1]}"))
+            elif name == "worker_exit" and e.get("observed") and not (
+                    inc[0] in targets and victim_rank in (None, inc[1])):
+                signs.append((e["ts"], f"worker exit on {inc[0]}/local{inc[1]}"))
+    for (node, lr, _, _), start in h.incarnation_starts().items():
+        if not (by_heal(node) and start >= healed):
+            signs.append((start, f"new worker on {node}/local{lr}"))
+    for a in h.agent_events:
+        if a.get("event") in AGENT_SIGNS and not (by_heal(a.get("node")) and a["ts"] >= healed):
+            signs.append((a["ts"], f"torchrun agent {a['event']} on {a.get('node')}"))
+    signs = [s for s in signs if t0 <= s[0] < until]
+    if rec is not None and rec.detected_at is not None and rec.detected_at < until:
+        signs.append((rec.detected_at, "recovery's first sign"))
+    return min(signs) if signs else None
+
+
+@check("max_detection_seconds", "max_detection_seconds")
+def max_detection_seconds(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult] | None:
+    if e.max_detection_seconds is None:
+        return None
+    bound = e.max_detection_seconds
+    faults = planned_faults(h, e.detect_faults)
+    if not faults:
+        named = f" among detect_faults {e.detect_faults}" if e.detect_faults else ""
+        return [not_evaluated("max_detection_seconds", f"<= {bound:g} s", f"no fault was planned{named}")]
+    out = []
+    for fid, kind in faults:
+        r = _verdict(h, bound, fid, kind, recs)
+        r.name, r.fault_id = f"max_detection_seconds:{fid}", fid
+        out.append(r)
+    return out
+
+
+def _verdict(h: History, bound: float, fid: str, kind: str, recs: list[Recovery]) -> CheckResult:
+    name, expected = "max_detection_seconds", f"<= {bound:g} s"
+    stop = h.harness.get("stop_reason")
+    why = f" (run stopped: {stop})" if stop else ""
+    fw = next((w for w in h.faults if w.id == fid), None)
+    if fw is None:
+        return failed(name, expected, "not injected", f"{fid} ({kind}) was planned but never injected{why}")
+    if not h.events and not h.agent_events:
+        return not_evaluated(name, expected, NO_EVENTS)
+    sign = first_sign(h, fw, next((r for r in recs if r.fault_id == fid), None))
+    if sign is not None:
+        took = round(max(0.0, sign[0] - fw.injected_at), 3)
+        ok = took <= bound
+        return (passed if ok else failed)(name, expected, took, f"{fid} ({kind}) on {fw.target or 'its target'}: "
+                                                                f"noticed after {took:g} s ({sign[1]})")
+    end = run_end(h)
+    lasted = None if end is None else round(end - fw.injected_at, 1)
+    if lasted is None or lasted < bound:
+        return not_evaluated(name, expected, f"{fid} ({kind}): no sign the job noticed it, but the run stopped "
+                                             f"{lasted if lasted is not None else '?'} s after it, before the "
+                                             f"{bound:g} s bound could be judged (ending {ending_of(h)}){why}")
+    stepped = any(ev["ts"] > fw.injected_at for ev in h.of("step"))
+    wait = timeout_in_force(h)
+    if stepped:
+        return failed(name, expected, None, f"{fid} ({kind}): no sign the job noticed it in the {lasted:g} s the run "
+                                            f"went on after it (training went on); timeout in force: {wait}{why}")
+    return failed(name, expected, None, f"hung {lasted:g} s after the fault {fid} ({kind}) without noticing it; "
+                                        f"it would wait for {wait}{why}")
