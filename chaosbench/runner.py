@@ -22,6 +22,7 @@ from chaosbench.checks.history import History
 from chaosbench.checks.registry import pending_count
 from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
 from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster import pick_backend
 from chaosbench.cluster.lifecycle import UpDown
 from chaosbench.evidence.collect import collect_evidence, inventory_at
 from chaosbench.faults import FaultContext, FaultLog, get_fault
@@ -300,21 +301,6 @@ class Hold(UpDown):
         finally:
             say("cluster torn down" if self.cluster.torn_down else "teardown incomplete: the exit-time sweep "
                 "retries; `chaosbench clean` removes what is left of runs that are gone")
-
-
-def pick_backend(requested: str) -> str:
-    from chaosbench.cluster import available_backends
-    why_not = available_backends()   # name -> None if usable, else the reason
-    if requested != "auto":
-        if why_not.get(requested, "unknown backend") is not None:
-            raise UnsupportedFault(f"backend '{requested}' is not usable here: "
-                                   f"{why_not.get(requested, 'unknown backend')}")
-        return requested
-    for name in ("docker", "local"):
-        if why_not.get(name, "unknown") is None:
-            return name
-    raise UnsupportedFault("no cluster backend is usable here: " +
-                           "; ".join(f"{k}: {v}" for k, v in why_not.items()))
 
 
 def _quietly(callback, arg) -> None:

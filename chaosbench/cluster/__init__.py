@@ -7,7 +7,7 @@ import shutil
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
 
 __all__ = ["Cluster", "ClusterError", "ClusterSpec", "UnsupportedFault", "available_backends",
-           "create_cluster"]
+           "create_cluster", "pick_backend"]
 
 
 def available_backends() -> dict[str, str | None]:
@@ -40,3 +40,18 @@ def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
         from chaosbench.cluster.slurm.backend import SlurmCluster
         return SlurmCluster(spec, **options)
     raise ClusterError(f"unknown cluster backend {backend!r}; valid backends: docker, local, slurm")
+
+
+def pick_backend(requested: str) -> str:
+    """The backend a run uses: the one asked for if usable here, else ('auto') docker, then local."""
+    why_not = available_backends()   # name -> None if usable, else the reason
+    if requested != "auto":
+        if why_not.get(requested, "unknown backend") is not None:
+            raise UnsupportedFault(f"backend '{requested}' is not usable here: "
+                                   f"{why_not.get(requested, 'unknown backend')}")
+        return requested
+    for name in ("docker", "local"):
+        if why_not.get(name, "unknown") is None:
+            return name
+    raise UnsupportedFault("no cluster backend is usable here: " +
+                           "; ".join(f"{k}: {v}" for k, v in why_not.items()))
