@@ -20,6 +20,12 @@ Three roles, all in this stdlib-only module so the client itself starts fast:
           If the client dies (SIGKILL), the child notices through a pidfd and kills itself.
           No server on the node, or it died before forking: the client execs a cold `python -m ...`.
 
+A frozen worker (SIGSTOP, or any process that cannot run) never acts on torchrun's stop signal:
+SIGTERM stays pending and torchrun escalates to SIGKILL only after its fixed 30 s, while every other
+node waits in the rendezvous for that agent. So the server also acts as a hang watchdog: a worker
+(its client or its fork) that has held a pending SIGTERM for `--stop-kill-after` seconds (default
+3, env TRAINER_STOP_KILL_AFTER_S) is SIGKILLed, and torchrun sees it gone at once (docs/gray-failures.md).
+
 Who may ask: the socket is abstract (no file, so no file permissions), and on the local and Slurm
 backends every process of the host shares its namespace. So the server asks the kernel who connected
 (SO_PEERCRED) and serves only a process of its own uid that descends from the node launcher it was
@@ -80,7 +86,7 @@ def _warm_boto3() -> None:
         _log(f"warming boto3: {exc}")
 
 
-def node(argv: list[str], preload: str) -> None:
+def node(argv: list[str], preload: str, stop_kill_after: str) -> None:
     """Bind the socket, start the server as our child, then become torchrun (the server dies with us).
 
     Binding here, before torchrun exists, means no worker can ever find the socket missing."""
@@ -102,7 +108,8 @@ def node(argv: list[str], preload: str) -> None:
             fd = listener.detach()
             os.set_inheritable(fd, True)
             os.execv(sys.executable, [sys.executable, "-m", "trainer.warm_start", "serve",
-                                      "--fd", str(fd), "--preload", preload])
+                                      "--fd", str(fd), "--preload", preload,
+                                      "--stop-kill-after", stop_kill_after])
         finally:
             os._exit(127)
     listener.close()
@@ -142,11 +149,55 @@ def peer_problem(conn: socket.socket, root: int) -> str | None:
     return None
 
 
+SIGTERM_BIT = 1 << (signal.SIGTERM - 1)
+
+
+def sigterm_pending(pid: int) -> bool:
+    """A SIGTERM was sent to `pid` but not delivered yet (the process is stopped or cannot run)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            masks = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
+    except (OSError, ValueError, IndexError):
+        return False
+    return any(m & SIGTERM_BIT for m in masks)
+
+
+class StopWatchdog:
+    """SIGKILL a worker whose SIGTERM has stayed pending for `kill_after_s` (see the module doc)."""
+
+    def __init__(self, kill_after_s: float, pending=sigterm_pending, clock=time.monotonic):
+        self.kill_after_s, self._pending, self._clock = kill_after_s, pending, clock
+        self._since: dict[int, float] = {}
+
+    def check(self, workers: dict[int, int]) -> list[int]:
+        """`workers`: fork pid -> client pid. Returns the forks it killed (with their clients)."""
+        now, killed = self._clock(), []
+        for fork, client in workers.items():
+            if not (self._pending(fork) or self._pending(client)):
+                self._since.pop(fork, None)
+                continue
+            if now - self._since.setdefault(fork, now) < self.kill_after_s:
+                continue
+            _log(f"worker {fork} (client {client}) ignored SIGTERM for {now - self._since.pop(fork):.1f}s "
+                 f"(stopped or hung): SIGKILL")
+            for pid in (client, fork):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            killed.append(fork)
+        for gone in set(self._since) - set(workers):
+            del self._since[gone]
+        return killed
+
+
 class Server:
-    def __init__(self, listener: socket.socket, root: int | None = None):
+    def __init__(self, listener: socket.socket, root: int | None = None, stop_kill_after_s: float = 3.0):
         self.listener = listener
         self.root = os.getppid() if root is None else root   # the launcher (torchrun) that `node` became
         self.children: dict[int, socket.socket] = {}
+        self.clients: dict[int, int] = {}                     # fork pid -> its client's pid
+        self.watchdog = StopWatchdog(stop_kill_after_s)
 
     def preload(self, modules: str) -> None:
         import importlib
@@ -163,11 +214,15 @@ class Server:
     def serve_forever(self) -> None:
         sel = selectors.DefaultSelector()
         sel.register(self.listener, selectors.EVENT_READ)
+        next_watch = 0.0
         while True:
             for _key, _ in sel.select(timeout=0.02):
                 conn, _ = self.listener.accept()
                 self._spawn(conn)
             self._reap()
+            if time.monotonic() >= next_watch:
+                self.watchdog.check(self.clients)
+                next_watch = time.monotonic() + 0.25
 
     def _spawn(self, conn: socket.socket) -> None:
         fds: list[int] = []
@@ -198,6 +253,7 @@ class Server:
         for fd in fds:
             os.close(fd)
         self.children[pid] = conn
+        self.clients[pid] = peer
         try:
             _send(conn, {"pid": pid})
         except OSError:
@@ -212,6 +268,7 @@ class Server:
             if pid == 0:
                 return
             conn = self.children.pop(pid, None)
+            self.clients.pop(pid, None)
             if conn is not None:
                 try:
                     _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
@@ -304,10 +361,10 @@ def _leave(code: int) -> None:
         os._exit(code)
 
 
-def serve(fd: int, preload: str) -> None:
+def serve(fd: int, preload: str, stop_kill_after_s: float) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)     # lifetime = the agent's (PDEATHSIG), not a stop signal
-    server = Server(socket.socket(fileno=fd))
+    server = Server(socket.socket(fileno=fd), stop_kill_after_s=stop_kill_after_s)
     server.preload(preload)
     server.serve_forever()
 
@@ -368,8 +425,8 @@ def _wait_gone(pid: int) -> None:
     sel.select()
 
 
-USAGE = """usage: python -m trainer.warm_start node [--preload MODS] -- LAUNCHER ARGV...
-       python -m trainer.warm_start serve --fd N [--preload MODS]      (started by node)
+USAGE = """usage: python -m trainer.warm_start node [--preload MODS] [--stop-kill-after S] -- LAUNCHER ARGV...
+       python -m trainer.warm_start serve --fd N [--preload MODS] [--stop-kill-after S]   (started by node)
        python -m trainer.warm_start run [--ready-timeout S] [--] PYTHON ARGV...   (e.g. -m trainer.train --config ...)"""
 
 
@@ -386,17 +443,25 @@ def _options(args: list[str], known: dict[str, str]) -> tuple[dict[str, str], li
     return opts, args
 
 
+def _stop_kill_after() -> str:
+    return os.environ.get("TRAINER_STOP_KILL_AFTER_S", "3")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     role, rest = (argv[0], argv[1:]) if argv else ("", [])
     if role == "node":
-        opts, command = _options(rest, {"--preload": DEFAULT_PRELOAD})
-        node(command, opts["--preload"])
+        opts, command = _options(rest, {"--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after()})
+        node(command, opts["--preload"], opts["--stop-kill-after"])
     elif role == "serve":
-        opts, _ = _options(rest, {"--fd": "", "--preload": DEFAULT_PRELOAD})
+        opts, _ = _options(rest, {"--fd": "", "--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after()})
         if not opts["--fd"].isdigit():
             raise SystemExit(f"warm_start serve: --fd N (a listening socket) is required\n{USAGE}")
-        serve(int(opts["--fd"]), opts["--preload"])
+        try:
+            kill_after = float(opts["--stop-kill-after"])
+        except ValueError:
+            raise SystemExit(f"warm_start serve: --stop-kill-after takes seconds, got {opts['--stop-kill-after']!r}")
+        serve(int(opts["--fd"]), opts["--preload"], kill_after)
     elif role == "run":
         opts, command = _options(rest, {"--ready-timeout": "300"})
         if not command:

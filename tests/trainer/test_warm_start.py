@@ -195,3 +195,41 @@ def test_a_process_outside_the_launcher_tree_is_refused(tmp_path):
     assert "ASK 0 REFUSED" in ask_out, ask_out + out
     assert "not a process of the node launcher's tree" in out
     assert not outside.exists()
+
+
+def test_a_stopped_worker_that_ignores_sigterm_is_killed_after_the_stop_kill_delay(tmp_path):
+    # torchrun's stop of a SIGSTOPped worker: SIGTERM stays pending; torchrun itself would SIGKILL only after 30 s
+    rc, out = _node(tmp_path, """
+        $WS run $JOB sleep 60 w.pid & c=$!
+        while [ ! -s w.pid ]; do sleep 0.05; done
+        kill -STOP $c $(cat w.pid)
+        start=$(date +%s.%N)
+        kill -TERM $c; wait $c; echo "client rc=$?"
+        echo "took $(echo "$(date +%s.%N) - $start" | bc)"
+        for i in $(seq 50); do kill -0 $(cat w.pid) 2>/dev/null || break; sleep 0.1; done
+        kill -0 $(cat w.pid) 2>/dev/null && echo "fork alive" || echo "fork gone"
+    """, env={"TRAINER_STOP_KILL_AFTER_S": "1"})
+    assert "client rc=137" in out and "fork gone" in out, out
+    took = float(next(line.split()[1] for line in out.splitlines() if line.startswith("took ")))
+    assert 0.9 <= took < 5, out
+    assert "ignored SIGTERM" in out, out
+
+
+def test_stop_watchdog_waits_out_the_delay_and_forgets_a_worker_that_ran_again():
+    from trainer.warm_start import StopWatchdog
+    now, pending = [0.0], {11: True}
+    dog = StopWatchdog(3.0, pending=lambda pid: pending.get(pid, False), clock=lambda: now[0])
+    assert dog.check({11: 21}) == []            # first seen pending
+    now[0] = 2.0
+    pending[11] = False
+    assert dog.check({11: 21}) == []            # it took the signal: the clock starts over
+    pending[11] = True
+    now[0] = 4.0
+    assert dog.check({11: 21}) == []
+    now[0] = 6.9
+    assert dog.check({11: 21}) == []
+    now[0] = 7.0
+    import unittest.mock as mock
+    with mock.patch("trainer.warm_start.os.kill") as kill:
+        assert dog.check({11: 21}) == [11]
+    assert {c.args for c in kill.call_args_list} == {(21, 9), (11, 9)}
