@@ -12,16 +12,13 @@ from typing import Any
 
 import yaml
 
-from chaosbench.doctor.agent_logs import line_ts
+from chaosbench.doctor.agent_logs import ERROR_LINE, line_ts
 from chaosbench.jsonl import parse_jsonl
 
 from .model import Evidence
 
 # torchrun's "Starting elastic_operator with launch configs:" block: "<glog prefix>]   key : value"
 LAUNCH_CFG = re.compile(r"\]\s{2,}(\w+)\s+:\s(.*)$")
-# an exception's last line behind docker's timestamp and any "[default0]:[rank0]:" prefixes (torch >= 2.4 adds
-# "[rankN]:" to a worker's uncaught exception), or argparse's "train.py: error: ..."
-ERROR_LINE = re.compile(r"^(?:\S+Z )?(?:\[\w+\]:\s*)*((?:[\w.]+(?:Error|Exception|Interrupt)|[\w.-]+: error): .+)$")
 WORKER = re.compile(r"^(?:\S+Z )?\[default(\d+)\]:(.*)$")   # a worker's output line under --tee
 
 

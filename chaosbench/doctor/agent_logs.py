@@ -64,7 +64,9 @@ def read_agent_logs(logs_dir: Path, now: float) -> dict[str, AgentLog]:
 # a Python exception's last line ("ModuleNotFoundError: No module named 'x'"), behind docker's timestamp
 # and torchrun's "[default0]:" worker prefix; torchrun's own summary lines are not errors of the job
 # (or argparse's "train.py: error: unrecognized arguments")
-ERROR_LINE = re.compile(r"^(?:\S+Z )?(?:\[\w+\]:)?\s*((?:[\w.]+(?:Error|Exception|Interrupt)|[\w.-]+: error): .+)$")
+# an exception's last line behind docker's timestamp and any "[default0]:[rank0]:" prefixes (torch >= 2.4 adds
+# "[rankN]:" to a worker's uncaught exception), or argparse's "train.py: error: ..."; the diagnosis reads it too
+ERROR_LINE = re.compile(r"^(?:\S+Z )?(?:\[\w+\]:\s*)*((?:[\w.]+(?:Error|Exception|Interrupt)|[\w.-]+: error): .+)$")
 
 
 def last_error(log_path: Path) -> str | None:

@@ -121,3 +121,11 @@ def test_last_error_of_a_node_log_is_the_jobs_exception_not_torchruns_summary(tm
     assert last_error(log) == "train.py: error: unrecognized arguments: --x"
     log.write_text("step 1 loss 0.5\nall fine\n")
     assert last_error(log) is None and last_error(tmp_path / "absent.log") is None
+
+
+def test_last_error_reads_through_torch_rank_prefixes(tmp_path):
+    """torch >= 2.4 puts "[rankN]:" behind torchrun's "[default0]:"; the runner's fallback reads through both."""
+    from chaosbench.doctor.agent_logs import last_error
+    log = tmp_path / "node-0.log"
+    log.write_text("2026-11-24T10:00:00.000000000Z [default0]:[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert last_error(log) == "RuntimeError: CUDA error: an illegal memory access was encountered"
