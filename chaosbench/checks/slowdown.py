@@ -70,7 +70,7 @@ def _verdict(h: History, bound: float, fid: str, kind: str, done: list[float]) -
     t0 = fw.injected_at
     earlier = [w.healed_at or w.injected_at for w in h.faults if w.injected_at < t0]
     lo = max([t0 - PRE_WINDOW_S] + earlier)
-    pre = [t for t in done if lo <= t < t0]
+    pre = [t for t in done if lo <= t <= t0]   # a step done at the injection instant was done before it
     if len(pre) < MIN_PRE_STEPS or pre[-1] <= pre[0]:
         return not_evaluated(name, expected, f"{fid} ({kind}): {len(pre)} step(s) in the {t0 - lo:.1f} s before "
                                              f"it; the pre-fault rate needs {MIN_PRE_STEPS}")
@@ -82,7 +82,7 @@ def _verdict(h: History, bound: float, fid: str, kind: str, done: list[float]) -
         return not_evaluated(name, expected, f"{fid} ({kind}): its window lasted {window:.2f} s, too short to "
                                              f"measure a rate (needs {need:.2f} s: {MIN_INTERVALS} steps at "
                                              f"{before:.2f} steps/s, at least {MIN_WINDOW_S:g} s)")
-    during = sum(1 for t in done if t0 <= t < end) / window
+    during = sum(1 for t in done if t0 < t <= end) / window
     factor = before / during if during > 0 else float("inf")
     observed = round(factor, 2) if during > 0 else "no step"
     how = "healed" if fw.healed_at is not None and fw.healed_at <= end else "run stopped"

@@ -155,6 +155,10 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
         if e.reaches_step is not None and f.at.step is not None and f.at.step >= e.reaches_step:
             add(("faults", i, "at", "step"), f"trigger step {f.at.step} is not before expect.reaches_step "
                                              f"{e.reaches_step}: the fault would never fire")
+    ids = [f.id for f in s.faults]
+    for j, ref in enumerate(e.detect_faults or []):
+        if ref not in ids:
+            add(("expect", "detect_faults", j), f"'{ref}' names no fault; fault ids: {', '.join(ids) or 'none'}")
     for i, f in enumerate(s.faults):
         rank = f.params.get("local_rank")
         if isinstance(rank, int) and rank >= c.procs_per_node:

@@ -139,3 +139,58 @@ def observed_node_loss(before=range(1, 43), after=range(41, 101), rank0_only=Fal
     faults = [FaultWindow("f1", "kill_node", "node-2", {"node": "node-2"}, T0 + t_kill)]
     return History(events=events, faults=faults, agent_events=agents,
                    harness={"training_started_at": T0, "stop_reason": "reached step", "ending": "reached_step"})
+
+
+def hung_rank(detected_after: float | None = 3.1, stopped_after=120.0, ending="stuck", resume=True) -> History:
+    """2 nodes train steps 1-50 (0.1 s/step); freeze_worker stops node-1's worker at t=5.0 (fault f1,
+    never healed). With `detected_after`, node-0's heartbeat fails that long after it, then its fatal;
+    with `resume`, both restart at +1 s and train again (steps 41-60). Without, nothing is heard of
+    the job again and the run stops `stopped_after` s after the fault, ending `ending`."""
+    events = [ev(0.1 * s, "step", n, r, 2, step=s, loss=2.0) for s in range(1, 51)
+              for r, n in enumerate(["node-0", "node-1"])]
+    t = 5.0
+    if detected_after is not None:
+        d = t + detected_after
+        events += [ev(d, "health_check_failed", "node-0", 0, 2, error="timed out", timeout_s=5.0),
+                   ev(d + 0.1, "fatal", "node-0", 0, 2, error="timed out", error_type="DistBackendError")]
+        if resume:
+            for r, n in enumerate(["node-0", "node-1"]):
+                events.append(ev(d + 1.0, "phase", n, r, 2, restart=1, phase="config"))
+                events += [ev(d + 1.5 + 0.1 * i, "step", n, r, 2, restart=1, step=41 + i, loss=2.0) for i in range(20)]
+    events.sort(key=lambda e: e["ts"])
+    faults = [FaultWindow("f1", "freeze_worker", "node-1", {"node": "node-1", "local_rank": 0}, T0 + t)]
+    plan = [{"id": "f1", "type": "freeze_worker", "trigger": "at 5 s", "healable": True, "heal_after_s": None}]
+    end = max(e["ts"] for e in events) if resume and detected_after is not None else T0 + t + stopped_after
+    return History(events=events, faults=faults, harness={
+        "training_started_at": T0, "faults_planned": plan, "stopped_at": end, "ending": ending,
+        "stop_reason": ending})
+
+
+def straggler(rate_during: float, before_s=10.0, during_s=10.0, rate=10.0, ranks=2, healed=True) -> History:
+    """`ranks` ranks train at `rate` steps/s; throttle_node (f1) on node-1 from t=before_s for during_s
+    s, training at `rate_during` steps/s meanwhile (0: not at all), then at `rate` again for 5 s."""
+    times, t = [], 0.0
+    while t < before_s - 1e-9:
+        t += 1 / rate
+        times.append(t)
+    if rate_during > 0:
+        t = before_s
+        while t + 1 / rate_during < before_s + during_s:
+            t += 1 / rate_during
+            times.append(t)
+    t = before_s + during_s
+    while t < before_s + during_s + 5:
+        t += 1 / rate
+        times.append(t)
+    nodes = [f"node-{i}" for i in range(ranks)]
+    events = [ev(ts, "step", n, r, ranks, step=s + 1, loss=2.0) for s, ts in enumerate(times)
+              for r, n in enumerate(nodes)]
+    events.sort(key=lambda e: e["ts"])
+    heal = T0 + before_s + during_s if healed else None
+    faults = [FaultWindow("f1", "throttle_node", "node-1", {"node": "node-1", "cpu_fraction": 0.3},
+                          T0 + before_s, heal)]
+    plan = [{"id": "f1", "type": "throttle_node", "trigger": f"at {before_s:g} s", "healable": True,
+             "heal_after_s": during_s}]
+    return History(events=events, faults=faults, harness={
+        "training_started_at": T0, "faults_planned": plan, "stopped_at": T0 + max(times) + 0.5,
+        "ending": "reached_step", "stop_reason": "reached step"})
