@@ -1,8 +1,8 @@
 """`expect.max_detection_seconds`: per fault, how long the job took to notice it.
 
 detection_s = the first sign that the job noticed, minus the injection. Signs, read from the history:
-`health_check_failed`, `fatal`, a worker entering `phase: shutdown` (not the clean one after
-`run_complete`), a worker process that started after the injection (a restart), the torchrun agents'
+`health_check_failed`, `fatal`, a worker entering `phase: shutdown` with a `reason` (a signal; the
+clean shutdown at the end of training carries none), a worker process that started after the injection (a restart), the torchrun agents'
 `worker_group_failed` / `rendezvous_start` (agent-*.jsonl), a pre-fault worker that exited (seen by
 the node watcher) other than the fault's own victim, and the recovery's detected_at (which may
 precede the injection record: recovery.py). What the heal itself started (the target node's new
@@ -60,10 +60,9 @@ def first_sign(h: History, fw: FaultWindow, rec: Recovery | None) -> tuple[float
     signs: list[tuple[float, str]] = []
     groups = h.by_incarnation()
     for inc, evs in groups.items():
-        done = any(e.get("event") == "run_complete" for e in evs)
         for e in evs:
             name = e.get("event")
-            if name in SIGN_EVENTS or (name == "phase" and e.get("phase") == "shutdown" and not done):
+            if name in SIGN_EVENTS or (name == "phase" and e.get("phase") == "shutdown" and e.get("reason")):
                 signs.append((e["ts"], f"{name if name != 'phase' else 'shutdown'} on {inc[0]}/local{inc[1]}"))
             elif name == "worker_exit" and e.get("observed") and not (
                     inc[0] in targets and victim_rank in (None, inc[1])):

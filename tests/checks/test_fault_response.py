@@ -88,13 +88,23 @@ def test_a_clean_shutdown_after_run_complete_is_no_sign():
     assert r.status == "failed" and "no sign the job noticed it in the 30 s" in r.reason
 
 
+def test_a_clean_shutdown_without_run_complete_is_no_sign_but_a_signalled_one_is():
+    h = hung_rank(detected_after=None, stopped_after=30, ending="completed")
+    h.events.append(ev(9.0, "phase", "node-0", 0, 2, phase="shutdown"))   # instrument's run() ending cleanly
+    assert one(h, "max_detection_seconds", max_detection_seconds=10).status == "failed"
+    h.events.append(ev(8.0, "phase", "node-0", 0, 2, phase="shutdown", reason="SIGTERM"))
+    r = one(h, "max_detection_seconds", max_detection_seconds=10)
+    assert r.status == "passed" and r.observed == 3.0 and "shutdown on node-0/local0" in r.reason
+
+
 def test_a_worker_the_heal_started_is_no_sign():
     """kill_node healed by starting node-1 again: its new worker is the heal's doing, not the job's."""
     h = hung_rank(detected_after=None, stopped_after=60)
     h.faults[0] = FaultWindow("f1", "kill_node", "node-1", {"node": "node-1"}, T0 + 5.0, T0 + 15.0)
     h.events.append(ev(16.0, "phase", "node-1", 1, 2, restart=1, phase="config"))
     h.agent_events.append({"ts": T0 + 15.5, "event": "rendezvous_start", "node": "node-1", "observed": True})
-    assert one(h, "max_detection_seconds", max_detection_seconds=10).status == "failed"
+    r = one(h, "max_detection_seconds", max_detection_seconds=20)
+    assert r.status == "failed" and "hung 60 s" in r.reason
 
 
 def test_the_victims_own_exit_is_no_sign_but_its_agent_noticing_is():
