@@ -2,10 +2,10 @@
 
 detection_s = the first sign that the job noticed, minus the injection. Signs, read from the history:
 `health_check_failed`, `fatal`, a worker entering `phase: shutdown` with a `reason` (a signal; the
-clean shutdown at the end of training carries none), a worker process that started after the injection (a restart), the torchrun agents'
-`worker_group_failed` / `rendezvous_start` (agent-*.jsonl), a pre-fault worker that exited (seen by
-the node watcher) other than the fault's own victim, and the recovery's detected_at (which may
-precede the injection record: recovery.py). What the heal itself started (the target node's new
+clean shutdown at the end of training carries none), a worker process that started after the
+injection (a restart), the torchrun agents' `worker_group_failed` / `rendezvous_start`
+(agent-*.jsonl), a pre-fault worker that exited (seen by the node watcher) other than the fault's
+own victim, and the recovery's detected_at (which may precede the injection record: recovery.py). What the heal itself started (the target node's new
 workers and agent after `healed_at`) is no sign. Signs after the next fault's injection belong to it.
 
 Which faults: every planned fault, or those `expect.detect_faults` names (an id covers its
