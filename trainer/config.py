@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
         "nvme_dir": None,          # null -> ./.chaosbench/nvme/<run_id>/<node>
         "keep_last": 3,
         "trusted_source": False,
+        "save_on_stop": ["memory"],   # on SIGTERM, finish the step and save it to these tiers (docs/gray-failures.md)
+        "stop_save_timeout_s": 5.0,   # ... or exit without it after this long; keep it below the preemption grace
         "s3": {
             "enabled": False,
             "interval": 50,
@@ -103,6 +105,7 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
         "memory_snapshot_interval": _NONNEG_INT, "max_snapshots": _POS_INT, "max_memory_mb": _POS_FLOAT,
         "memory_dir": ("opt_str", None), "checkpoint_interval": _NONNEG_INT, "nvme_dir": ("opt_str", None),
         "keep_last": _POS_INT, "trusted_source": ("bool", None), "s3": ("section", None),
+        "save_on_stop": ("list", None), "stop_save_timeout_s": _POS_FLOAT,
     },
     "checkpoint.s3": {
         "enabled": ("bool", None), "interval": _POS_INT, "endpoint_url": ("opt_str", None),

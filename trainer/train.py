@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from contextlib import nullcontext
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -53,6 +54,8 @@ class Worker:
     def __init__(self):
         self.events = EventWriter()
         self._exit_lock = threading.Lock()
+        self.stop_signal: int | None = None   # SIGTERM/SIGINT seen; the loop saves at its next step boundary
+        self.stop_save_timeout_s = 0.0        # > 0 while training with save_on_stop tiers (else: leave at once)
 
     def die(self, exc: BaseException, code: int = 1) -> None:
         """Emit `fatal` once and leave at once (peers may be gone, so no collective clean-up)."""
@@ -69,20 +72,46 @@ class Worker:
         self.die(exc)
 
     def on_signal(self, signum: int) -> None:
-        """torchrun stops workers with SIGTERM on a membership change: say so, then go."""
+        """SIGTERM is both torchrun stopping the workers on a membership change and a preemption
+        notice (the node goes after a grace period). While training, the loop gets
+        `stop_save_timeout_s` to finish its step and save it (see `stop_after_step`); a loop blocked
+        in a collective with a dead peer never gets there, and the process leaves without the save."""
+        self.stop_signal = signum
+        if self.stop_save_timeout_s > 0:
+            time.sleep(self.stop_save_timeout_s)
+            log.warning("%s: the step did not finish within %.1fs; leaving without a save",
+                        signal.Signals(signum).name, self.stop_save_timeout_s)
+        self.leave(signal.Signals(signum).name, 128 + signum)
+
+    def stop_after_step(self, step: int, save: Callable[[], list[str]]) -> None:
+        """Some rank asked to stop (the flag rides on the step's loss all-reduce, so every rank
+        learns it at the same step): save this step, then every rank leaves. The signalled ranks
+        exit like a signal; the others exit 1, so their agents restart them into the next round."""
+        t0 = time.perf_counter()
+        tiers = save()
+        fields = {"saved_step": step, "saved_tiers": tiers, "save_s": round(time.perf_counter() - t0, 4)}
+        if self.stop_signal is not None:
+            self.leave(signal.Signals(self.stop_signal).name, 128 + self.stop_signal, fields)
+        self.leave("peer_stopping", 1, fields)
+
+    def leave(self, reason: str, code: int, fields: dict | None = None) -> None:
         if self._exit_lock.acquire(blocking=False):
-            self.events.emit("phase", {"phase": "shutdown", "reason": signal.Signals(signum).name})
-            log.warning("received %s, exiting", signal.Signals(signum).name)
+            self.events.emit("phase", {"phase": "shutdown", "reason": reason, **(fields or {})})
+            log.warning("stopping (%s)%s, exiting", reason, f": saved step {fields['saved_step']} to "
+                        f"{fields['saved_tiers'] or 'no tier'}" if fields else "")
             sys.stderr.flush()
-            os._exit(128 + signum)
+            os._exit(code)
 
 
-def train_step(ddp, index, sampler, plan, seq_len, rank, world_size, optimizer, scheduler, device) -> float:
-    """One optimizer step over the next global batch; returns the global mean loss."""
+def train_step(ddp, index, sampler, plan, seq_len, rank, world_size, optimizer, scheduler, device,
+               stop_requested: bool = False) -> tuple[float, bool]:
+    """One optimizer step over the next global batch; returns the global mean loss, and whether
+    any rank asked to stop (carried by the same all-reduce, so every rank gets the same answer)."""
     ids = sampler.next_global_batch(plan.global_batch)
     micros = micro_batches(rank_slice(ids, rank, world_size), plan.accum_steps)
     optimizer.zero_grad(set_to_none=True)
     local_sum = torch.zeros((), device=device)
+    stop = torch.tensor(1.0 if stop_requested else 0.0, device=device)
     for i, mb in enumerate(micros):
         last = i == len(micros) - 1
         if not mb:  # only leading micro-batches can be empty (see micro_batches)
@@ -99,8 +128,9 @@ def train_step(ddp, index, sampler, plan, seq_len, rank, world_size, optimizer, 
     torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
     optimizer.step()
     scheduler.step()
-    dist.all_reduce(local_sum)
-    return local_sum.item() / plan.global_batch
+    sums = torch.stack([local_sum, stop])
+    dist.all_reduce(sums)
+    return sums[0].item() / plan.global_batch, bool(sums[1].item())
 
 
 def run(worker: Worker, args: argparse.Namespace) -> None:
@@ -159,11 +189,13 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     events.emit("phase", {"phase": "training"})
+    if cfg["checkpoint"]["save_on_stop"]:
+        worker.stop_save_timeout_s = cfg["checkpoint"]["stop_save_timeout_s"]
     first = step + 1
     while step < t["max_steps"]:
         t0 = time.perf_counter()
-        loss = train_step(ddp, index, sampler, plan, t["seq_len"], env.rank, env.world_size, optimizer,
-                          scheduler, device)
+        loss, stopping = train_step(ddp, index, sampler, plan, t["seq_len"], env.rank, env.world_size, optimizer,
+                                    scheduler, device, stop_requested=worker.stop_signal is not None)
         step += 1
         step_time = time.perf_counter() - t0
         if not math.isfinite(loss):
@@ -173,7 +205,10 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
                                  "step_time_s": step_time, "global_batch": plan.global_batch,
                                  "accum_steps": plan.accum_steps})
             log.info("step %d loss %.4f (%.3fs, %d samples seen)", step, loss, step_time, sampler.samples_seen)
-        mgr.maybe_save(step, lambda: build_state(step, model, optimizer, scheduler, sampler, env.world_size))
+        state_fn = lambda: build_state(step, model, optimizer, scheduler, sampler, env.world_size)  # noqa: E731
+        mgr.maybe_save(step, state_fn)
+        if stopping:
+            worker.stop_after_step(step, lambda: mgr.save_on_stop(step, state_fn))
         if step % el["health_check_interval_steps"] == 0:
             try:
                 health.check()
@@ -182,6 +217,7 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
         if t["step_sleep_s"]:
             time.sleep(t["step_sleep_s"])
 
+    worker.stop_save_timeout_s = 0.0        # no more steps: a stop from here on leaves at once
     events.emit("run_complete", {"step": step})
     events.emit("phase", {"phase": "shutdown"})
     if not health.close():

@@ -37,7 +37,7 @@ def run_steps(objs, sampler, index, n):
     model, opt, sched = objs
     ddp = DDP(model)
     plan = plan_batches("variable_batch", 4, 1)
-    return [train_step(ddp, index, sampler, plan, 32, 0, 1, opt, sched, torch.device("cpu")) for _ in range(n)]
+    return [train_step(ddp, index, sampler, plan, 32, 0, 1, opt, sched, torch.device("cpu"))[0] for _ in range(n)]
 
 
 def test_restore_continues_the_loss_curve_exactly(process_group):

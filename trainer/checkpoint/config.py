@@ -35,6 +35,10 @@ class CheckpointConfig:
     keep_last: int = 3
     trusted_source: bool = False
     checksum: str = "crc32"  # or sha256 / blake2b (cryptographic, 5-10x slower to save and restore)
+    # on SIGTERM (a preemption notice, or torchrun stopping the workers) every rank finishes its step
+    # and the node-local tiers listed here save it before the process exits; [] exits at once
+    save_on_stop: list = field(default_factory=lambda: ["memory"])
+    stop_save_timeout_s: float = 5.0  # exit without the save if it is not done by then (keep < the grace)
     s3: S3Config = field(default_factory=S3Config)
 
     @classmethod
@@ -59,6 +63,12 @@ class CheckpointConfig:
         if self.checksum not in ALGORITHMS:
             raise CheckpointConfigError(f"{where}.checksum: unknown algorithm {self.checksum!r}; "
                                         f"valid: {', '.join(ALGORITHMS)}")
+        if not isinstance(self.save_on_stop, (list, tuple)) or any(t not in ("memory", "nvme") for t in self.save_on_stop):
+            raise CheckpointConfigError(f"{where}.save_on_stop: a list of node-local tiers (memory, nvme), "
+                                        f"got {self.save_on_stop!r}")
+        if not isinstance(self.stop_save_timeout_s, (int, float)) or self.stop_save_timeout_s <= 0:
+            raise CheckpointConfigError(f"{where}.stop_save_timeout_s: must be a positive number of seconds, "
+                                        f"got {self.stop_save_timeout_s!r}")
         _pos_int(self.s3.interval, f"{where}.s3.interval")
         _nonneg_int(self.s3.max_retries, f"{where}.s3.max_retries", "")
         _nonneg_int(self.s3.keep_last, f"{where}.s3.keep_last", "use 0 to keep every checkpoint")

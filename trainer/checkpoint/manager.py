@@ -77,6 +77,21 @@ class CheckpointManager:
         for tier in due:
             self.writers[tier].submit(snap)
 
+    def save_on_stop(self, step: int, state_fn: Callable[[], dict], timeout: float | None = None) -> list[str]:
+        """The process is about to stop: save `step` to the `save_on_stop` tiers this rank writes
+        (unless maybe_save already did at this step) and wait for them and any save in flight.
+        Returns the tiers whose writers finished in time (checkpoint_saved or checkpoint_failed says
+        how); bounded by `stop_save_timeout_s`."""
+        timeout = self.cfg.stop_save_timeout_s if timeout is None else timeout
+        tiers = [t for t in self.cfg.save_on_stop if t in self.writers]
+        fresh = [t for t in tiers if step % self.cfg.interval(t)]
+        if fresh:
+            snap = Snapshot.take(step, state_fn, self._pool, self.cfg.checksum)
+            for tier in fresh:
+                self.writers[tier].submit(snap)
+        deadline = time.monotonic() + timeout
+        return [t for t in tiers if self.writers[t].wait_idle(max(0.0, deadline - time.monotonic()))]
+
     def save(self, state: dict, step: int | None = None, tier: str | list[str] = "nvme") -> dict[str, str]:
         """Synchronous save of `state` to the given tier(s); raises CheckpointSaveError."""
         step = int(state["step"] if step is None else step)

@@ -43,6 +43,17 @@ class TierWriter:
         with self._cv:
             return self._busy or self._pending is not None
 
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the running and pending saves are done; True if they were within timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while self._busy or self._pending is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
     def _run(self) -> None:
         retry, attempt, backoff = None, 0, self._backoff0
         while True:
