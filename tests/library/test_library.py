@@ -27,6 +27,8 @@ STORIES = {
     "flapping_node": ({"kill_node"}, "memory"),
     "slow_storage": ({"link_toxic"}, None),
     "stale_rendezvous": ({"kill_all"}, "nvme"),
+    "hung_rank": ({"freeze_worker"}, "memory"),
+    "straggler": ({"throttle_node"}, None),
 }
 
 
