@@ -172,7 +172,10 @@ def test_sigint_mid_run_releases_the_allocation(slurm_env, tmp_path):
     env, tc = slurm_env
     cmd = [sys.executable, "-m", "chaosbench.cli", "run", str(ROOT / "scenarios" / "node_loss.yaml"),
            "--backend", "slurm", "--report-dir", str(tmp_path), "--quiet"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # a suite started in the background by a shell without job control inherits SIGINT ignored, and so
+    # would the harness; a terminal's Ctrl-C reaches a foreground harness with its default handler
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and "node-0" not in _squeue(tc, steps=True):
