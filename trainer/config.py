@@ -105,7 +105,7 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
         "memory_snapshot_interval": _NONNEG_INT, "max_snapshots": _POS_INT, "max_memory_mb": _POS_FLOAT,
         "memory_dir": ("opt_str", None), "checkpoint_interval": _NONNEG_INT, "nvme_dir": ("opt_str", None),
         "keep_last": _POS_INT, "trusted_source": ("bool", None), "s3": ("section", None),
-        "save_on_stop": ("list", None), "stop_save_timeout_s": _POS_FLOAT,
+        "save_on_stop": ("subset", ("memory", "nvme")), "stop_save_timeout_s": _POS_FLOAT,
     },
     "checkpoint.s3": {
         "enabled": ("bool", None), "interval": _POS_INT, "endpoint_url": ("opt_str", None),
@@ -162,6 +162,9 @@ def _check_value(section: str, field: str, kind: str, arg: Any, value: Any) -> s
     elif kind == "list":
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
             return f"{where} must be a non-empty list of file paths, got {value!r}"
+    elif kind == "subset":
+        if not isinstance(value, list) or any(v not in arg for v in value):
+            return f"{where} must be a list of {', '.join(arg)} (or []), got {value!r}"
     elif kind == "choice":
         if value not in arg:
             return f"{where} is {value!r}; valid options: {', '.join(arg)}"

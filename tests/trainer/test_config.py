@@ -33,11 +33,17 @@ def test_defaults_and_shipped_configs_are_valid():
     ({"scaling__strategy": "constant_batch"}, "constant_batch needs scaling.target_global_batch_size"),
     ({"training__model__n_heads": 5}, "must be divisible by training.model.n_heads"),
     ({"training__seq_len": 512}, "training.seq_len (512) must be <= training.model.max_seq_len"),
+    ({"checkpoint__save_on_stop": ["s3"]}, "checkpoint.save_on_stop must be a list of memory, nvme (or [])"),
+    ({"checkpoint__stop_save_timeout_s": 0}, "checkpoint.stop_save_timeout_s must be a number > 0"),
 ])
 def test_invalid_values_are_named(changes, needle):
     result = validate_config(cfg_with(**changes))
     assert not result.valid
     assert any(needle in e for e in result.errors), result.errors
+
+
+def test_no_stop_tiers_is_valid():
+    assert validate_config(cfg_with(checkpoint__save_on_stop=[])).valid
 
 
 def test_unknown_strategy_error_carries_section_field_and_options():
