@@ -29,6 +29,7 @@ STORIES = {
     "stale_rendezvous": ({"kill_all"}, "nvme"),
     "hung_rank": ({"freeze_worker"}, "memory"),
     "straggler": ({"throttle_node"}, None),
+    "preemption": ({"preempt_node", "add_node"}, "memory"),
 }
 
 
