@@ -50,7 +50,9 @@ def _next_injection(h: History, fw: FaultWindow) -> float:
 
 def first_sign(h: History, fw: FaultWindow, rec: Recovery | None) -> tuple[float, str] | None:
     """(time, what) of the first sign that the job noticed `fw`, or None."""
-    t0, until = fw.injected_at, _next_injection(h, fw)
+    # what happens once the harness stopped the run (its teardown ends the workers) is not the job noticing
+    stopped = h.harness.get("stopped_at")
+    t0, until = fw.injected_at, min(_next_injection(h, fw), stopped if isinstance(stopped, (int, float)) else float("inf"))
     targets = {t.strip() for t in str(fw.target).split(",") if t.strip()}
     victim_rank = fw.params.get("local_rank")
     healed = fw.healed_at if fw.healed_at is not None else float("inf")

@@ -45,6 +45,16 @@ def test_a_stuck_job_fails_with_the_hang_and_an_unknown_timeout_for_a_user_job()
                                "for an unknown timeout (the job's own; torch's default if the job sets none: 1800 s")
 
 
+def test_workers_ended_by_the_harness_stopping_a_stuck_run_are_no_sign_of_detection():
+    """A hung run the harness stops: its teardown ends the workers (the node watcher sees them exit)
+    after stopped_at; that is the harness, not the job noticing."""
+    h = hung_rank(detected_after=None)
+    stop = h.harness["stopped_at"]
+    h.events.append(ev(stop - T0 + 1.5, "worker_exit", "node-0", 0, 2, observed=True, exitcode=-15))
+    r = one(h, "max_detection_seconds", max_detection_seconds=10)
+    assert r.status == "failed" and r.reason.startswith("hung 120 s after the fault f1"), r.reason
+
+
 def test_the_hang_names_the_timeout_the_jobs_environment_sets():
     h = hung_rank(detected_after=None)
     h.scenario = {"trainer": {"command": ["python", "t.py"]}, "cluster": {"env": {"TORCH_NCCL_TIMEOUT": "600"}}}
