@@ -246,3 +246,14 @@ def test_a_run_directorys_scenario_gives_the_timeout(tmp_path):
         {"name": "x", "trainer": {"workdir": ".", "script": "t.py"}, "cluster": {"env": {"NCCL_TIMEOUT": "60"}}}))
     r = one(History.load(tmp_path), "max_detection_seconds", max_detection_seconds=10)
     assert r.status == "failed" and "it would wait for NCCL_TIMEOUT=60 (cluster.env)" in r.reason
+
+
+def test_a_real_default_settings_job_under_freeze_worker_fails_detection_with_the_hang():
+    """A stored docker run of examples/byo_ddp/scenarios/hung_rank_defaults.yaml (plain DDP on torch's
+    defaults, node-1's worker frozen): the job never noticed; the harness stopped it as stuck and its
+    teardown ended the workers, which must not count as the job noticing."""
+    from pathlib import Path
+    h = History.load(Path(__file__).parent / "data" / "byo_hung_rank_defaults")
+    r = one(h, "max_detection_seconds", max_detection_seconds=10)
+    assert r.status == "failed" and "no sign the job noticed it" in r.reason, r.reason
+    assert "1800 s on gloo" in r.reason
