@@ -104,7 +104,7 @@ def _verdict(h: History, bound: float, fid: str, kind: str, recs: list[Recovery]
     why = f" (run stopped: {stop})" if stop else ""
     fw = next((w for w in h.faults if w.id == fid), None)
     if fw is None:
-        return failed(name, expected, "not injected", f"{fid} ({kind}) was planned but never injected{why}")
+        return failed(name, expected, "not injected", h.never_injected(fid, kind) + why)
     if not h.events and not h.agent_events:
         return not_evaluated(name, expected, NO_EVENTS)
     sign = first_sign(h, fw, next((r for r in recs if r.fault_id == fid), None))

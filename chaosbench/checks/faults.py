@@ -49,7 +49,7 @@ def _fault_verdict(h: History, e: Expect, recs: list[Recovery], plan: dict) -> C
         (f", healed after {dur:g} s" if plan.get("healable") and dur is not None else "")
     w = windows.get(fid)
     if w is None:
-        return failed(name, expected, "not injected", f"{fid} ({kind}) was planned but never injected{why}")
+        return failed(name, expected, "not injected", h.never_injected(fid, kind) + why)
     held = None if w.healed_at is None else round(w.healed_at - w.injected_at, 3)
     observed = "injected" + (f", healed after {held:g} s" if held is not None else "")
     effect = "caused a worker restart" if fid in restarted else "caused no worker restart"

@@ -43,6 +43,8 @@ class History:
     harness: dict[str, Any] = field(default_factory=dict)
     rejected_lines: list[str] = field(default_factory=list)   # event lines with wrong-typed fields
     scenario: dict[str, Any] = field(default_factory=dict)   # scenario.yaml as run (raw); {}: none stored
+    # cooperative faults (faults/inprocess.py) delivered but never carried out: id -> why
+    unfired: dict[str, str] = field(default_factory=dict)
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
@@ -52,6 +54,7 @@ class History:
         h = cls(events=_without_duplicate_steps(read_events(run_dir / "events", rejected))
                 if (run_dir / "events").is_dir() else [], rejected_lines=rejected)
         h.faults = fault_windows(read_jsonl(run_dir / "faults.jsonl"))
+        h.resolve_cooperative()
         h.agent_events = sorted((e for p in sorted((run_dir / "events").glob("agent-*.jsonl"))
                                  for e in read_jsonl(p, require="ts")), key=lambda e: e["ts"])
         h.exits = _json(run_dir / "exits.json") or {}
@@ -67,6 +70,42 @@ class History:
             h.logs = {p.name: p.read_text(errors="replace") for p in sorted((run_dir / "logs").rglob("*"))
                       if p.is_file()}
         return h
+
+    def resolve_cooperative(self) -> None:
+        """A cooperative fault's inject record is the command's delivery; the fault happened when the
+        job said `fault_fired` (matched by fault_id), and that is its injected_at. Without it the
+        fault never happened: it leaves `faults` (every check sees it as not injected) for `unfired`."""
+        from chaosbench.faults.inprocess import is_cooperative
+        kept = []
+        for w in self.faults:
+            if not is_cooperative(w.fault):
+                kept.append(w)
+                continue
+            fired = self.fired(w.id)
+            if fired is not None and fired.get("event") == "fault_fired":
+                w.injected_at = float(fired["ts"])
+                kept.append(w)
+            elif fired is not None:
+                self.unfired[w.id] = (f"the job refused it at step {fired.get('step', '?')} on rank "
+                                      f"{fired.get('rank', '?')}: {fired.get('reason') or 'no reason given'}")
+            else:
+                rank = str(w.target).removeprefix("rank ") or "?"
+                at = w.params.get("step")
+                where = f"at step >= {at} on rank {rank}" if at is not None else \
+                    f"on rank {rank} after the command was delivered"
+                self.unfired[w.id] = f"the job never reached the fault point (no cb.step/cb.fault_point {where})"
+        self.faults = kept
+
+    def fired(self, fault_id: str) -> dict | None:
+        """The job's first `fault_fired` or `fault_refused` event for this fault, or None."""
+        return next((e for e in sorted(self.of("fault_fired", "fault_refused"), key=lambda e: e.get("ts", 0.0))
+                     if str(e.get("fault_id")) == fault_id), None)
+
+    def never_injected(self, fid: str, kind: str) -> str:
+        """Why a planned fault has no window: never injected, or delivered to a job that never acted."""
+        if fid in self.unfired:
+            return f"{fid} ({kind}) was delivered to the job but never fired: {self.unfired[fid]}"
+        return f"{fid} ({kind}) was planned but never injected"
 
     # -- queries -----------------------------------------------------------------------------
     def of(self, *names: str) -> list[dict]:
@@ -109,6 +148,27 @@ class History:
         keys, out = self._incarnation_keys(), defaultdict(list)
         for ev in self.events:
             out[keys[id(ev)]].append(ev)
+        return out
+
+    def rounds(self) -> dict[Incarnation, int]:
+        """Each worker process's rendezvous round (0, 1, ...): the processes that trained together.
+        restart_count cannot say it (a replacement node's agent counts from 0 while its peers are at 1),
+        so a process joins the current round when it started before any of the round's processes
+        ended, and opens the next round otherwise (a rank hung since the last round does not hold it open:
+        the round's first end counts)."""
+        spans: dict[Incarnation, list[float]] = {}
+        keys = self._incarnation_keys()
+        for ev in self.events:
+            span = spans.setdefault(keys[id(ev)], [ev["ts"], ev["ts"]])
+            span[0], span[1] = min(span[0], ev["ts"]), max(span[1], ev["ts"])
+        out: dict[Incarnation, int] = {}
+        n, first_end = -1, None
+        for inc, (start, end) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+            if first_end is None or start > first_end:
+                n, first_end = n + 1, end
+            else:
+                first_end = min(first_end, end)
+            out[inc] = n
         return out
 
     @property

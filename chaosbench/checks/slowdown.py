@@ -63,7 +63,7 @@ def _verdict(h: History, bound: float, fid: str, kind: str, done: list[float]) -
     fw = next((w for w in h.faults if w.id == fid), None)
     if fw is None:
         stop = h.harness.get("stop_reason")
-        return failed(name, expected, "not injected", f"{fid} ({kind}) was planned but never injected"
+        return failed(name, expected, "not injected", h.never_injected(fid, kind)
                                                       + (f" (run stopped: {stop})" if stop else ""))
     if not done:
         return not_evaluated(name, expected, NO_EVENTS if not h.events else "no step was seen")

@@ -287,6 +287,30 @@ class Cluster(UpDown, abc.ABC):
     @primitive
     def add_node(self) -> str: self._unsupported("add_node")                          # scale up; returns the new name
 
+    @primitive(via="start_training")
+    def send_job_command(self, fault_id: str, payload: dict) -> Path:
+        """A cooperative fault's command to the job (chaosbench.instrument reads it at its next step):
+        `<events_dir>/inject/<fault_id>.json`, written atomically. Built on start_training: a backend that
+        runs the job shares events_dir with its nodes; one whose nodes write elsewhere (node_events_dir,
+        streamed back) cannot deliver it. The workers create `<id>.fired` beside it, so the directory gets
+        the events directory's own mode (they write events there already)."""
+        import json
+        import os
+        import stat
+        node_dir = getattr(self, "node_events_dir", None)
+        if node_dir is not None and str(node_dir) != str(self.events_dir):
+            raise UnsupportedFault(f"backend '{self.backend}' does not support send_job_command: its nodes write "
+                                   f"events to {node_dir}, not to {self.events_dir} (set a shared filesystem)")
+        inject = self.events_dir / "inject"
+        inject.mkdir(mode=0o755, parents=True, exist_ok=True)
+        inject.chmod(stat.S_IMODE(self.events_dir.stat().st_mode))
+        path = inject / f"{fault_id}.json"
+        tmp = inject / f"{fault_id}.json.tmp"
+        tmp.write_text(json.dumps({"v": 1, "id": fault_id, "run_id": self.spec.run_id, **payload}))
+        os.chmod(tmp, 0o644)   # read by the workers, whoever they run as
+        os.replace(tmp, path)
+        return path
+
     # one local rank's worker (its subtree; never the agent), found by innode_procs.workers
     def _signal_worker(self, node: str, local_rank: int, sig: str) -> list[str]:
         self._check_node(node)

@@ -165,6 +165,7 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
             add(("faults", i, f.kind, "local_rank"), f"local_rank {rank} does not exist: each node runs "
                                                      f"{c.procs_per_node} worker(s) (cluster.procs_per_node), "
                                                      f"valid: 0-{c.procs_per_node - 1}")
+    _cooperative_checks(s, add)
     if not _has_checks(e):
         add(("expect",), "no check to evaluate: a scenario without expectations proves nothing; give at "
                          "least one, e.g. `expect: {reaches_step: 50}` (docs/scenarios.md lists them)")
@@ -181,6 +182,28 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
         add(("trainer",), "give trainer.config (the reference trainer), or trainer.workdir + trainer.script "
                           "(your own job, docs/byo-trainer.md)")
     return out
+
+
+def _cooperative_checks(s: Scenario, add) -> None:
+    """Faults the job carries out itself (faults/inprocess.py): a rank the world has, and a job that
+    says it makes instrument calls (or says nothing: the harness never guesses from the script)."""
+    from chaosbench.faults.inprocess import is_cooperative
+    c = s.cluster
+    world = c.elastic.max_nodes * c.procs_per_node
+    for i, f in enumerate(s.faults):
+        if not is_cooperative(f.kind):
+            continue
+        rank = f.params.get("rank")
+        if isinstance(rank, int) and rank >= world:
+            add(("faults", i, f.kind, "rank"), f"rank {rank} does not exist: the world has at most {world} rank(s) "
+                                               f"(elastic.max_nodes x procs_per_node = {c.elastic.max_nodes} x "
+                                               f"{c.procs_per_node}), valid: 0-{world - 1} or random")
+        if s.trainer.instrumented is False:
+            add(("faults", i, f.kind), f"{f.kind} is a cooperative fault: the job itself carries it out in "
+                                       f"cb.step / cb.fault_point (chaosbench.instrument), and trainer.instrumented: "
+                                       f"false says this job makes no such call, so it would never fire; add "
+                                       f"`cb.step(step)` to the training loop and drop instrumented: false, or use "
+                                       f"kill_worker / freeze_worker, which act from outside")
 
 
 def _has_checks(e) -> bool:

@@ -150,6 +150,9 @@ class TrainerCfg(Strict):
     progress: ProgressCfg | None = None
     checkpoint_dir: Literal["nvme", "memory"] = "nvme"   # where $CHAOSBENCH_CHECKPOINT_DIR points
     command: list[str] | None = None   # raw escape hatch: argv each node runs instead of torchrun + trainer
+    # does your job call chaosbench.instrument (cb.step / cb.fault_point)? false: cooperative faults
+    # (worker_error, gil_hang, corrupt_replica) are refused at load, since nothing would carry them out
+    instrumented: bool | None = None
 
     @field_validator("image")
     @classmethod
@@ -211,7 +214,7 @@ class TrainerCfg(Strict):
         if self.workdir and not user and self.command is None:
             raise ValueError("trainer.workdir needs trainer.script (e.g. train.py) or trainer.module to run")
         if not user and self.command is None:
-            extra = sorted(self.model_fields_set & {"args", "image", "progress", "checkpoint_dir"})
+            extra = sorted(self.model_fields_set & {"args", "image", "progress", "checkpoint_dir", "instrumented"})
             if extra:
                 raise ValueError(f"trainer.{extra[0]} applies to your own job: add trainer.script or trainer.module")
         if self.command is not None and not self.command:
@@ -353,6 +356,12 @@ class Expect(Strict):
                                             "judges (default: every fault)")
     max_slowdown: float | None = Field(None, ge=1, description="per fault: step rate during it >= the rate "
                                        "before it / this (checks/slowdown.py)")
+    evicts_straggler_within_s: float | None = Field(None, gt=0, description="per throttle_node fault: the job "
+                                                    "trains on without the slow node within this (checks/eviction.py)")
+    replicas_agree: bool | None = Field(None, description="the ranks' param_digest agree at every step, or the "
+                                        "job rolled back to a step where they did (checks/replicas.py)")
+    saved_within_grace: bool | None = Field(None, description="per preempt_node fault: a checkpoint saved between "
+                                            "the notice and the kill, and restored (checks/grace.py)")
 
     @model_validator(mode="after")
     def _detect_faults_need_bound(self):

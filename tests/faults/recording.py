@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 from chaosbench.cluster.base import Cluster, fault_primitives
 from chaosbench.faults import FaultContext, FaultLog, get_fault
@@ -12,14 +13,15 @@ PRIMITIVES = frozenset(fault_primitives())
 
 class RecordingCluster:
     """Stands in for a backend. Every fault primitive (chaosbench/cluster/base.py) records its call;
-    besides them a fault may read only node_names(), proxy_api and s3_endpoint, and start_nodes()
-    (the base's group start, which calls start_node per node)."""
+    besides them a fault may read only node_names(), proxy_api and s3_endpoint, start_nodes()
+    (the base's group start, which calls start_node per node), and spec (the cluster's shape)."""
 
     start_nodes = Cluster.start_nodes
 
     def __init__(self, root: Path, proxy_api: str = "http://127.0.0.1:9"):
         self.root, self.proxy_api, self.s3_endpoint = Path(root), proxy_api, "http://127.0.0.1:9"
         self.calls: list[tuple[str, tuple]] = []
+        self.spec = SimpleNamespace(run_id="r", nodes=2, procs_per_node=1)
 
     def node_names(self) -> list[str]:
         return ["node-0", "node-1"]
@@ -31,7 +33,7 @@ class RecordingCluster:
     def __getattr__(self, name: str):
         if name not in PRIMITIVES:
             raise AttributeError(f"a fault used cluster.{name}: faults may call only the cluster's fault "
-                                 f"primitives and node_names/proxy_api/s3_endpoint/start_nodes")
+                                 f"primitives and node_names/proxy_api/s3_endpoint/start_nodes/spec")
 
         def primitive(*args, **kwargs):
             self.calls.append((name, args + tuple(kwargs.values())))
@@ -46,6 +48,8 @@ class RecordingCluster:
             return d
         if name == "add_node":
             return "node-2"
+        if name == "send_job_command":
+            return self.root / "inject" / f"{args[0]}.json"
         return None
 
 
