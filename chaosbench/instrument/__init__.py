@@ -5,6 +5,10 @@
     cb.step(step, loss=loss.item())
     cb.saved(tier="nvme", step=step)       # or let cb.save() / cb.dcp_save() say it
 
+Cooperative faults and replica digests: `cb.watch(model, optimizer, digest_every=K)` once, and
+cb.step (or `cb.fault_point(step)`) acts on the harness's commands (worker_error, gil_hang,
+corrupt_replica; chaosbench/instrument/inject.py); `cb.digest(model)` hashes the parameters.
+
 Stdlib only (torch is imported inside the save/load helpers), and a no-op unless
 $CHAOSBENCH_EVENTS_DIR is set: the same script runs unchanged outside chaosbench. No call here ever
 raises because of events: an unwritable directory costs one warning on stderr.
@@ -16,13 +20,16 @@ import os
 import sys
 import threading
 
+from . import inject as _inject
 from .checkpoints import ChecksumError, dcp_load, dcp_save, load, save
+from .digest import digest
+from .inject import fault_point, watch
 from .tiers import tier_of
 from .writer import EventWriter, node_name, read_events
 
 __all__ = ["enabled", "emit", "phase", "step", "saved", "save_failed", "restored", "fresh_start", "fatal",
            "done", "run", "save", "load", "dcp_save", "dcp_load", "tier_of", "ChecksumError",
-           "EventWriter", "node_name", "read_events"]
+           "EventWriter", "node_name", "read_events", "fault_point", "watch", "digest"]
 
 _writer: EventWriter | None = None
 _KEEP_NULL = ("tier", "checksum_ok")   # null says "unknown" / "not computed": checks read it
@@ -61,8 +68,14 @@ def phase(name: str, **fields) -> dict | None:
 
 
 def step(step: int, loss: float | None = None, **fields) -> dict | None:
-    """After optimizer step `step` (1-based count of steps done); `loss` enables loss_continuity."""
-    return emit("step", step=int(step), loss=None if loss is None else float(loss), **fields)
+    """After optimizer step `step` (1-based count of steps done); `loss` enables loss_continuity.
+    Adds `param_digest` when cb.watch(..., digest_every=K) asked for it, then runs cb.fault_point(step)
+    (after the event: a step event precedes any fault_fired of that step)."""
+    if "param_digest" not in fields and os.environ.get("CHAOSBENCH_EVENTS_DIR"):
+        fields["param_digest"] = _inject.digest_due(int(step))
+    out = emit("step", step=int(step), loss=None if loss is None else float(loss), **fields)
+    fault_point(step)
+    return out
 
 
 def saved(tier: str | None = None, step: int | None = None, path: str | None = None, **fields) -> dict | None:
