@@ -95,5 +95,6 @@ def flip_bits(named: list[tuple[str, object]], bits: int, seed: int, what: str =
             raise ValueError(f"no {bits} bits of {name}{list(idx)} flip to a finite value")
         elem.fill_(new_bits - (1 << width) if new_bits >> (width - 1) else new_bits)
     new = _as_float(torch, new_bits, width, itype, t.dtype)
+    digits = {16: 5, 32: 9, 64: 17}[width]   # enough to read the exact value back in its dtype
     return (f"flipped bit{'s' if bits > 1 else ''} {sorted(chosen)} of {what}{name}{list(idx)} "
-            f"({str(t.dtype).replace('torch.', '')}): {old!r} -> {new!r}")
+            f"({str(t.dtype).replace('torch.', '')}): {old:.{digits}g} -> {new:.{digits}g}")

@@ -58,7 +58,9 @@ def test_flip_changes_exactly_the_reported_bits_of_one_element(dtype, itype, bit
     xor = (int(before.view(itype)[i, j]) ^ int(t.view(itype)[i, j])) & ((1 << width) - 1)
     positions = [k for k in range(width) if xor >> k & 1]
     assert f"bit{'s' if bits > 1 else ''} {positions} of w[{i}, {j}]" in detail
-    assert f"{float(before[i, j])!r} -> {float(t[i, j])!r}" in detail and math.isfinite(float(t[i, j]))
+    old, new = (float(v) for v in detail.split("): ")[1].split(" -> "))
+    assert torch.tensor(old, dtype=dtype).view(itype) == before.view(itype)[i, j]    # the exact values
+    assert torch.tensor(new, dtype=dtype).view(itype) == t.view(itype)[i, j] and math.isfinite(new)
     again = before.clone()
     assert flip_bits([("w", again)], bits=bits, seed=11) == detail and torch.equal(again.view(itype),
                                                                                   t.view(itype))
