@@ -62,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
         "trusted_source": False,
         "save_on_stop": ["memory"],   # on SIGTERM, finish the step and save it to these tiers (docs/gray-failures.md)
         "stop_save_timeout_s": 5.0,   # ... or exit without it after this long; keep it below the preemption grace
+        "replica_digests": True,      # compare replicas' parameter digests at save steps; roll back on a mismatch
         "s3": {
             "enabled": False,
             "interval": 50,
@@ -106,6 +107,7 @@ _SCHEMA: dict[str, dict[str, tuple]] = {
         "memory_dir": ("opt_str", None), "checkpoint_interval": _NONNEG_INT, "nvme_dir": ("opt_str", None),
         "keep_last": _POS_INT, "trusted_source": ("bool", None), "s3": ("section", None),
         "save_on_stop": ("subset", ("memory", "nvme")), "stop_save_timeout_s": _POS_FLOAT,
+        "replica_digests": ("bool", None),
     },
     "checkpoint.s3": {
         "enabled": ("bool", None), "interval": _POS_INT, "endpoint_url": ("opt_str", None),

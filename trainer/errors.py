@@ -29,3 +29,7 @@ class LaunchError(TrainerError):
 
 class HealthCheckError(TrainerError):
     """The periodic collective health check failed or timed out: a peer is gone or silent."""
+
+
+class ReplicaDivergenceError(TrainerError):
+    """Data-parallel replicas no longer hold the same parameters (silent data corruption on some rank)."""

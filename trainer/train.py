@@ -26,11 +26,14 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from chaosbench import instrument as cb
+
+from trainer import replicas
 from trainer.config import load_config, resolve_path
 from trainer.data.dataset import TokenIndex
 from trainer.data.sampler import StatefulSampler, rank_slice
 from trainer.distributed import HealthChecker, check_topology, init_process_group, read_env
-from trainer.errors import DataLoadingError, HealthCheckError
+from trainer.errors import ConfigurationError, DataLoadingError, HealthCheckError
 from trainer.events import EventWriter
 from trainer.model import build_model, param_bytes
 from trainer.scaling import micro_batches, plan_batches
@@ -187,10 +190,12 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
             log.warning("world size changed %s -> %d", state["world_size"], env.world_size)
     del state
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    cb.watch(model, optimizer)   # what a corrupt_replica fault flips bits in (a no-op outside chaosbench)
 
     events.emit("phase", {"phase": "training"})
     if cfg["checkpoint"]["save_on_stop"]:
         worker.stop_save_timeout_s = cfg["checkpoint"]["stop_save_timeout_s"]
+        check_stop_budget(worker.stop_save_timeout_s)
     first = step + 1
     while step < t["max_steps"]:
         t0 = time.perf_counter()
@@ -200,11 +205,15 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
         step_time = time.perf_counter() - t0
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {step}; lower training.lr")
-        if step % t["log_every"] == 0 or step == first:
+        cb.fault_point(step)     # where the harness's cooperative faults fire (docs/gray-failures.md)
+        digest = cb.digest(model) if replicas.digest_due(mgr.cfg, step) else None
+        if digest or step % t["log_every"] == 0 or step == first:
             events.emit("step", {"step": step, "loss": loss, "samples_seen": sampler.samples_seen,
                                  "step_time_s": step_time, "global_batch": plan.global_batch,
-                                 "accum_steps": plan.accum_steps})
+                                 "accum_steps": plan.accum_steps, **({"param_digest": digest} if digest else {})})
             log.info("step %d loss %.4f (%.3fs, %d samples seen)", step, loss, step_time, sampler.samples_seen)
+        if digest:
+            replicas.verify(step, digest, events.emit)   # before the save: no checkpoint holds a diverged replica
         state_fn = lambda: build_state(step, model, optimizer, scheduler, sampler, env.world_size)  # noqa: E731
         mgr.maybe_save(step, state_fn)
         if stopping:
@@ -225,6 +234,17 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
     mgr.close()
     dist.destroy_process_group()
     log.info("run complete at step %d", step)
+
+
+def check_stop_budget(stop_save_timeout_s: float) -> None:
+    """Under warm start the worker's client SIGKILLs it TRAINER_STOP_FORCE_AFTER_S after a SIGTERM
+    (trainer/warm_start.py): a save-on-stop budget at least that long would be cut short silently."""
+    from trainer.warm_start import SOCKET_ENV, stop_force_after_s
+    if os.environ.get(SOCKET_ENV) and stop_save_timeout_s >= stop_force_after_s():
+        raise ConfigurationError(
+            f"checkpoint.stop_save_timeout_s={stop_save_timeout_s:g} is not below TRAINER_STOP_FORCE_AFTER_S="
+            f"{stop_force_after_s():g} (the warm-start client SIGKILLs a worker that long after SIGTERM): lower "
+            f"the timeout or raise TRAINER_STOP_FORCE_AFTER_S", "checkpoint", "stop_save_timeout_s")
 
 
 def watch_signals(worker: Worker) -> None:

@@ -412,7 +412,39 @@ def _forward(child: int, sig: int) -> None:
     try:
         os.kill(child, sig)
     except ProcessLookupError:
-        pass
+        return
+    if sig == signal.SIGTERM:
+        _force_kill_later(child)
+
+
+_forcing: list[threading.Timer] = []
+
+
+def _force_kill_later(child: int) -> None:
+    """A worker that received SIGTERM but never acts on it (it holds the GIL in C code, so its Python
+    handler never runs) would stay until torchrun's SIGKILL 30 s later, and its own client-death
+    watcher is a Python thread that cannot run either: SIGKILL it after `TRAINER_STOP_FORCE_AFTER_S`
+    (default 8 s; keep it above checkpoint.stop_save_timeout_s, the trainer refuses otherwise)."""
+    if _forcing:
+        return
+
+    def kill() -> None:
+        try:
+            os.kill(child, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        _log(f"worker {child} did not stop {stop_force_after_s():g}s after SIGTERM (hung holding the GIL?): SIGKILL")
+    timer = threading.Timer(stop_force_after_s(), kill)
+    timer.daemon = True
+    _forcing.append(timer)
+    timer.start()
+
+
+def stop_force_after_s() -> float:
+    try:
+        return float(os.environ.get("TRAINER_STOP_FORCE_AFTER_S", "8"))
+    except ValueError:
+        return 8.0
 
 
 def _wait_gone(pid: int) -> None:

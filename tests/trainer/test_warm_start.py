@@ -233,3 +233,44 @@ def test_stop_watchdog_waits_out_the_delay_and_forgets_a_worker_that_ran_again()
     with mock.patch("trainer.warm_start.os.kill") as kill:
         assert dog.check({11: 21}) == [11]
     assert {c.args for c in kill.call_args_list} == {(21, 9), (11, 9)}
+
+
+def test_a_worker_hung_holding_the_gil_is_killed_after_the_force_delay(tmp_path):
+    # SIGTERM is delivered (a Python handler is installed) but the handler never runs: the process holds
+    # the GIL in C code. Without the client's force kill torchrun would wait its 30 s.
+    gil = tmp_path / "gil.py"
+    gil.write_text(textwrap.dedent("""
+        import ctypes, os, signal, sys, threading, time
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()   # takes the signal
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})               # (not this thread)
+        open(sys.argv[1], "w").write(str(os.getpid()))
+        ctypes.PyDLL(None).sleep(60)       # PyDLL: the call keeps the GIL, so the handler never runs
+    """))
+    rc, out = _node(tmp_path, f"""
+        $WS run {gil} w.pid & c=$!
+        while [ ! -s w.pid ]; do sleep 0.05; done
+        start=$(date +%s.%N)
+        kill -TERM $c; wait $c; echo "client rc=$?"
+        echo "took $(echo "$(date +%s.%N) - $start" | bc)"
+        for i in $(seq 50); do kill -0 $(cat w.pid) 2>/dev/null || break; sleep 0.1; done
+        kill -0 $(cat w.pid) 2>/dev/null && echo "fork alive" || echo "fork gone"
+    """, env={"TRAINER_STOP_FORCE_AFTER_S": "1"})
+    assert "client rc=137" in out and "fork gone" in out, out
+    took = float(next(line.split()[1] for line in out.splitlines() if line.startswith("took ")))
+    assert 0.9 <= took < 5, out
+    assert "did not stop 1s after SIGTERM" in out, out
+
+
+def test_a_save_on_stop_budget_at_or_above_the_force_delay_is_refused(monkeypatch):
+    import pytest
+
+    from trainer.errors import ConfigurationError
+    from trainer.train import check_stop_budget
+    monkeypatch.setenv("CHAOSBENCH_WARM_SOCKET", "x")
+    monkeypatch.setenv("TRAINER_STOP_FORCE_AFTER_S", "8")
+    check_stop_budget(5.0)
+    with pytest.raises(ConfigurationError, match="stop_save_timeout_s=8 is not below TRAINER_STOP_FORCE_AFTER_S=8"):
+        check_stop_budget(8.0)
+    monkeypatch.delenv("CHAOSBENCH_WARM_SOCKET")
+    check_stop_budget(60.0)                 # cold start: torchrun's own 30 s applies, nothing to refuse

@@ -39,6 +39,9 @@ class CheckpointConfig:
     # and the node-local tiers listed here save it before the process exits; [] exits at once
     save_on_stop: list = field(default_factory=lambda: ["memory"])
     stop_save_timeout_s: float = 5.0  # exit without the save if it is not done by then (keep < the grace)
+    # compare a parameter digest across ranks at every save step; a mismatch (a corrupted replica)
+    # restarts the job from the last checkpoint, every one of which was saved with agreeing digests
+    replica_digests: bool = True
     s3: S3Config = field(default_factory=S3Config)
 
     @classmethod
