@@ -104,14 +104,17 @@ def _judge_restore(h: History, groups: list[Group], div: Group, last_agree: Grou
     if k == 0 and not tiers:
         return None, what, done   # a fresh start: every replica starts from the same initialisation
     before = [g for g in groups if g.step == k and g.ts < div.ts]
-    if k >= div.step or (last_agree is not None and k > last_agree.step):
+    last = last_agree.step if last_agree else "none"
+    if k >= div.step:
         return (f"it rolled back to {what}, not before the divergence (the last step whose digests agreed: "
-                f"{last_agree.step if last_agree else 'none'})", what, done)
+                f"{last})", what, done)
     if not before:
         return (f"it rolled back to {what}, whose digests were never compared (none recorded there): an "
                 "unverified state", what, done)
     if not before[-1].agree:
         return f"it rolled back to {what}, whose digests disagreed too ({_who(before[-1], h)})", what, done
+    if last_agree is None or k > last_agree.step:
+        return f"it rolled back to {what}, after the last step whose digests agreed ({last})", what, done
     return None, what, done
 
 
