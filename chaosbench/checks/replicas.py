@@ -156,8 +156,10 @@ def replicas_agree(h: History, e: Expect, recs: list[Recovery]) -> CheckResult |
         if kind == "corrupt_replica" and fid in h.unfired:
             return failed(NAME, expected, "fault never fired", h.never_injected(fid, kind)
                           + ": agreeing digests show nothing about a corrupted replica")
-    claims = [c for c in h.of("replica_divergence")
-              if any(g.step == c.get("step") and g.agree and not g.claimed for g in groups)]
+    keys, rounds = h._incarnation_keys(), h.rounds()
+    claims = [c for c in h.of("replica_divergence")   # the same step of the same attempt: not its replay
+              if any(g.step == c.get("step") and g.round == rounds[keys[id(c)]] and g.agree and not g.claimed
+                     for g in groups)]
     note = "".join(f"; a replica_divergence event at step {c.get('step')} (rank {c.get('rank')}) claims the "
                    f"replicas differ, but the step events' digests agree there" for c in claims[:1])
     told, last_agree, i = [], None, 0

@@ -167,6 +167,17 @@ def test_a_claim_of_divergence_where_the_digests_agree_is_reported_not_trusted()
                              "step events' digests agree there")
 
 
+def test_a_claim_about_the_diverged_attempt_is_no_contradiction_of_its_replay():
+    """The trainer's claim at step 30 of the attempt that diverged; the replay's step 30 agrees."""
+    run = Run()
+    end = run.round_(0.0, range(1, 33), digest=rank2_from(30))
+    run.events.append(ev(3.55, "replica_divergence", "node-0", 0, 3, 0, 5001, step=30,
+                         digests={"0": "d30", "1": "d30", "2": "x30"}))
+    run.round_(end + 1.0, range(26, 61), restart=1, loads=(25, "memory"))
+    r = check(run.history())
+    assert r.status == "passed" and "claims" not in r.reason, r.reason
+
+
 def test_a_claim_fills_a_step_the_step_events_hold_no_digest_for():
     """The trainer found the mismatch and exited before its step event: its claim is the evidence."""
     run = Run()
