@@ -30,6 +30,9 @@ STORIES = {
     "hung_rank": ({"freeze_worker"}, "memory"),
     "straggler": ({"throttle_node"}, None),
     "preemption": ({"preempt_node", "add_node"}, "memory"),
+    "worker_error": ({"worker_error"}, "memory"),
+    "gil_hang": ({"gil_hang"}, "memory"),
+    "silent_corruption": ({"corrupt_replica"}, "memory"),
 }
 
 

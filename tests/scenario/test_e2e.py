@@ -51,3 +51,16 @@ def test_wrong_expectation_exits_1_and_says_why(tmp_path):
     check = next(c for c in result["checks"] if c["name"] == "recovered_from")
     assert check["status"] == "failed" and "expected s3" in check["reason"] and "from memory" in check["reason"]
     assert "recovered_from FAILED" in proc.stdout and "expected s3" in proc.stdout
+
+
+def test_corruption_without_digests_leaves_replicas_agree_not_evaluated_never_passed(tmp_path):
+    # the bit flips (fault_fired) but nothing digests the parameters: no evidence, so no pass
+    proc, run_dir, result = chaosbench_run(ROOT / "tests" / "scenario" / "data" / "silent_corruption_no_digests.yaml",
+                                           tmp_path)
+    assert proc.returncode == 1, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    check = next(c for c in result["checks"] if c["name"] == "replicas_agree")
+    assert check["status"] == "not_evaluated", check
+    assert "replica_digests" in check["reason"] and "cb.watch" in check["reason"], check
+    events = "".join(p.read_text() for p in (run_dir / "events").glob("events-*.jsonl"))
+    assert '"fault_fired"' in events and '"corrupt_replica"' in events
+    assert '"param_digest"' not in events
