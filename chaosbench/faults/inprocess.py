@@ -83,7 +83,7 @@ class CorruptReplica(InProcessFault):
 
     class Params(InProcessParams):
         target: Literal["param", "grad"] = "param"
-        bits: int = Field(1, ge=1)
+        bits: int = Field(1, ge=1, le=16)   # distinct bits of one element: a bf16/fp16 one has 16
 
     def action(self):
         return {"target": self.p.target, "bits": self.p.bits, "seed": self.ctx.rng.randrange(2 ** 31)}

@@ -120,6 +120,7 @@ def test_they_are_cooperative_and_one_shot():
     ("worker_error", {"kind": "gpu"}, "kind"),
     ("worker_error", {}, "kind"),
     ("corrupt_replica", {"bits": 0}, "bits"),
+    ("corrupt_replica", {"bits": 17}, "bits"),
     ("corrupt_replica", {"target": "buffer"}, "target"),
     ("gil_hang", {"step": -1}, "step"),
     ("gil_hang", {"hold_s": 0}, "hold_s"),
