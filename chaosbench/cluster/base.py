@@ -353,6 +353,19 @@ class Cluster(UpDown, abc.ABC):
         markers = [f"{k}={v}" for k, v in self._node_markers(node).items()]
         self._run_in_node(node, innode.PROCS, "node", "CONT", *markers)
 
+    @primitive
+    def squeeze_memory(self, node: str, limit_mb: int | None = None, fraction: float | None = None) -> dict:
+        """Leave the node limit_mb MiB (or fraction of what its processes hold now) until the kernel
+        OOM-kills its biggest process; what was set ({'limit_mb', 'held_mb', 'oom_kill', ...}).
+        Needs a memory cgroup per node: a balloon on a shared host would squeeze the whole host."""
+        raise UnsupportedFault(f"backend '{self.backend}' does not support squeeze_memory: its nodes have no memory "
+                               "cgroup of their own (a balloon would squeeze the whole host); the docker backend has it")
+
+    @primitive
+    def release_memory(self, node: str) -> dict:
+        """Restore the node's own memory limit; {'oom_kills': kills since squeeze_memory (None: unknown)}."""
+        raise UnsupportedFault(f"backend '{self.backend}' does not support release_memory (nor squeeze_memory)")
+
     def _end_throttle(self, node: str) -> None:
         loop = self._throttles.pop(node, None)
         if loop is None or loop.poll() is not None:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from chaosbench.cluster import images, loopfs
+from chaosbench.cluster import docker_memory, images, loopfs
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
@@ -87,6 +87,7 @@ class DockerCluster(Cluster):
         self._gpus = gpus
         self.compose_dir = self.run_dir / "compose"
         self._disconnected: set[str] = set()
+        self._squeezed: dict[str, dict] = {}   # node -> its own memory limits, while memory_pressure holds it
         self.plan: ComposePlan | None = None
         self._files: list[str] = []
 
@@ -266,6 +267,14 @@ class DockerCluster(Cluster):
 
     def unthrottle_node(self, node: str) -> None:
         docker("update", "--cpu-quota", "-1", self._node(node))
+
+    def squeeze_memory(self, node: str, limit_mb: int | None = None, fraction: float | None = None) -> dict:
+        """The container's memory cgroup limit, plus a ballast where cgroup v1 refuses to go below
+        what is in use (docker_memory.py)."""
+        return docker_memory.squeeze(self, node, limit_mb, fraction)
+
+    def release_memory(self, node: str) -> dict:
+        return docker_memory.release(self, node)
 
     def disconnect(self, node: str) -> None:
         docker("network", "disconnect", self.plan.network, self._node(node))

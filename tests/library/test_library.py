@@ -30,6 +30,7 @@ STORIES = {
     "hung_rank": ({"freeze_worker"}, "memory"),
     "straggler": ({"throttle_node"}, None),
     "preemption": ({"preempt_node", "add_node"}, "memory"),
+    "oom_worker": ({"memory_pressure"}, "memory"),
     "worker_error": ({"worker_error"}, "memory"),
     "gil_hang": ({"gil_hang"}, "memory"),
     "silent_corruption": ({"corrupt_replica"}, "memory"),

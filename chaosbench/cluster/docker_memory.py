@@ -1,0 +1,148 @@
+"""memory_pressure on docker: a node's memory squeezed through its cgroup, read back from its cgroup.
+
+The node gets `limit_mb` MiB. cgroup v2 lowers memory.max below what the processes hold and the
+kernel OOM-kills at once; cgroup v1 (this backend's docker 20.10 hosts) refuses: runc reclaims the
+page cache, then fails with "unable to set memory limit to ... (current usage: ...)". So the limit
+goes to what the node uses now plus HEADROOM_MB, and a ballast takes the rest: a memfd (shared
+memory that is in no process's RSS) written by a small process in the node until the processes have
+`limit_mb` left. Writing it makes the kernel reclaim, then OOM-kill the task with the largest RSS
+(the worker, which holds the model and optimizer on top of everything its warm-start server
+forked it with) -- the same victim v2 would pick; the ballast is never the victim while a bigger
+process is left. At that first kill the ballast leaves, so the restarted worker fits under the
+limit (usage + HEADROOM_MB) that stays until release, which restores the container's own limits.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.docker_cli import docker
+
+BALLAST_MARK = "chaosbench-ballast"   # in the ballast's argv: release finds it by this word only
+HEADROOM_MB = 64                      # above the usage read, so the kernel accepts the limit
+
+# `chaosbench-ballast <mb>`: write <mb> MiB of memfd pages; leave (freeing them) at the first OOM kill
+# of the node's cgroup, so the restarted worker fits again; otherwise hold them until killed. Near the
+# limit it writes 64 KiB every 10 ms: the kernel frees a victim's memory a few ms after the kill, and
+# a ballast that is charging in that window gets a second process killed (measured: the warm-start server)
+BALLAST = f"""
+import os, sys, threading, time
+V1 = '/sys/fs/cgroup/memory/'
+def read(path):
+    try:
+        return open(path).read()
+    except OSError:
+        return ''
+def kills():
+    text = read(V1 + 'memory.oom_control') or read('/sys/fs/cgroup/memory.events')
+    return dict(l.split()[:2] for l in text.splitlines() if l.strip()).get('oom_kill')
+def room():   # bytes left under the limit once the page cache is reclaimed
+    if read(V1 + 'memory.usage_in_bytes'):
+        used, limit, stat = int(read(V1 + 'memory.usage_in_bytes')), int(read(V1 + 'memory.limit_in_bytes')), read(V1 + 'memory.stat')
+    else:
+        used, stat = int(read('/sys/fs/cgroup/memory.current')), read('/sys/fs/cgroup/memory.stat')
+        limit = int(read('/sys/fs/cgroup/memory.max').replace('max', str(1 << 62)))
+    st = dict(l.split()[:2] for l in stat.splitlines() if l.strip())
+    return limit - used + sum(int(st.get(k, 0)) for k in ('total_inactive_file', 'total_active_file', 'file'))
+def leave_at_first_kill(before):   # at once, even while a write waits in the kernel
+    while kills() == before:
+        time.sleep(0.001)
+    os._exit(0)
+threading.Thread(target=leave_at_first_kill, args=(kills(),), daemon=True).start()
+fd, left = os.memfd_create({BALLAST_MARK!r}), int(sys.argv[2]) << 20
+fast, slow = bytes(4 << 20), bytes(64 << 10)
+while left > 0:
+    near = room() < (32 << 20) + len(fast)
+    if near:
+        time.sleep(0.01)
+    left -= os.write(fd, (slow if near else fast)[:left])
+threading.Event().wait()
+"""
+
+# no arguments: SIGKILL every ballast of the node
+RELEASE = f"""
+import os, signal
+for p in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        if {BALLAST_MARK!r}.encode() in open(f'/proc/{{p}}/cmdline', 'rb').read().split(b'\\0')[1:]:
+            os.kill(int(p), signal.SIGKILL)
+    except OSError:
+        pass
+"""
+
+# no arguments: the cgroup's memory figures as JSON, v1 or v2 (MiB; oom_kill is a count)
+READ = """
+import json, os
+v1 = '/sys/fs/cgroup/memory/'
+def kv(path):
+    try:
+        return {k: int(v) for k, v in (l.split()[:2] for l in open(path) if len(l.split()) >= 2)}
+    except OSError:
+        return {}
+if os.path.exists(v1 + 'memory.stat'):
+    st, usage, oom = kv(v1 + 'memory.stat'), int(open(v1 + 'memory.usage_in_bytes').read()), kv(v1 + 'memory.oom_control')
+    held = st.get('total_rss', st.get('rss', 0)) + st.get('total_shmem', st.get('shmem', 0))
+else:
+    st, oom = kv('/sys/fs/cgroup/memory.stat'), kv('/sys/fs/cgroup/memory.events')
+    usage, held = int(open('/sys/fs/cgroup/memory.current').read()), st.get('anon', 0) + st.get('shmem', 0)
+print(json.dumps({'usage_mb': usage >> 20, 'held_mb': held >> 20, 'oom_kill': oom.get('oom_kill')}))
+"""
+
+
+def parse_read(out: str) -> dict:
+    """READ's output: {'usage_mb', 'held_mb', 'oom_kill' (None where the kernel keeps no count)}."""
+    lines = out.strip().splitlines()
+    return json.loads(lines[-1]) if lines else {}
+
+
+def plan(limit_mb: int, usage_mb: int) -> tuple[int, int]:
+    """(the cgroup limit to set, the ballast to write), both MiB: the processes keep limit_mb."""
+    cgroup = max(limit_mb, usage_mb + HEADROOM_MB)
+    return cgroup, cgroup - limit_mb
+
+
+def squeeze(cluster, node: str, limit_mb: int | None, fraction: float | None) -> dict:
+    """DockerCluster.squeeze_memory: what it set, and the node's figures at that moment."""
+    container = cluster._node(node)
+    host = json.loads(docker("inspect", "-f", "{{json .HostConfig}}", container))
+    seen = parse_read(docker("exec", container, "python", "-c", READ))
+    limit = limit_mb if limit_mb is not None else int(fraction * seen["held_mb"])
+    if limit < 8:
+        raise ClusterError(f"squeeze_memory {node}: a limit of {limit} MiB (fraction {fraction} of "
+                           f"{seen['held_mb']} MiB) is below docker's minimum; raise it")
+    cgroup_mb, ballast_mb = plan(limit, seen["usage_mb"])
+    docker("update", "--memory", f"{cgroup_mb}m", "--memory-swap", f"{cgroup_mb}m", container)
+    cluster._squeezed[node] = {"memory": host.get("Memory") or 0, "swap": host.get("MemorySwap") or 0,
+                               "oom_kill": seen["oom_kill"], "since": time.time(),
+                               "incarnation": cluster._incarnation(node)}
+    if ballast_mb:
+        docker("exec", "-d", container, "python", "-c", BALLAST, BALLAST_MARK, str(ballast_mb))
+    return {"limit_mb": limit, "cgroup_mb": cgroup_mb, "ballast_mb": ballast_mb, **seen}
+
+
+def release(cluster, node: str) -> dict:
+    """DockerCluster.release_memory: the ballast gone, the container's own limits back, and the OOM
+    kills since the squeeze (the cgroup's count; None when it cannot be read, e.g. the node restarted)
+    with docker's own `oom` events as a second witness."""
+    saved = cluster._squeezed.pop(node, None)
+    if saved is None:
+        return {"oom_kills": None}
+    container = cluster._node(node)
+    kills = None
+    if cluster.node_status(node) == "running" and cluster._incarnation(node) == saved["incarnation"]:
+        docker("exec", container, "python", "-c", RELEASE, check=False)
+        now = parse_read(docker("exec", container, "python", "-c", READ, check=False) or "{}")
+        if isinstance(now.get("oom_kill"), int) and isinstance(saved["oom_kill"], int) \
+                and now["oom_kill"] >= saved["oom_kill"]:
+            kills = now["oom_kill"] - saved["oom_kill"]
+    memory, swap = saved["memory"], saved["swap"]
+    if memory <= 0:   # docker 20.10 refuses -1 and ignores 0: the host's memory is as good as no limit
+        memory = int(docker("info", "--format", "{{.MemTotal}}").strip())
+    docker("update", "--memory", str(memory), "--memory-swap", str(swap if swap > 0 else memory), container)
+    if swap < 0:
+        docker("update", "--memory-swap", "-1", container)
+    events = docker("events", "--since", f"{saved['since']:.3f}", "--until", f"{time.time():.3f}",
+                    "--filter", f"container={container}", "--filter", "event=oom", "--format", "{{.Time}}",
+                    check=False, timeout=30)
+    return {"oom_kills": kills, "docker_oom_events": len(events.split())}
