@@ -230,6 +230,17 @@ class Runner:
         self.records[p.fault_id].healed_at = ts
         sched.mark_healed(p, (ts if ts is not None else time.time()) - t0)
 
+    def _cooperative_times(self, h: History) -> None:
+        """A cooperative fault happened when the job fired it (fault_fired), not when it was delivered."""
+        for fid, rec in self.records.items():
+            if not getattr(get_fault(rec.type), "cooperative", False):
+                continue
+            fired = next((w for w in h.faults if w.id == fid), None)
+            if fired is not None:
+                rec.injected_at = fired.injected_at
+            elif fid in h.unfired:
+                rec.injected_at, rec.error = None, h.never_injected(fid, rec.type)
+
     # -- verdict and files ----------------------------------------------------------------------
     def _finish(self, backend: str, started: float, error: str | None) -> RunOutcome:
         self.progress.phase = "checks"
@@ -237,6 +248,7 @@ class Runner:
             self.harness["ending"] = "error"
         (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
         h = History.load(self.run_dir)
+        self._cooperative_times(h)
         recs, checks = evaluate(h, self.s.expect)
         apply_fault_verdicts(self.records, checks)   # each fault's own verdict goes on its record too
         self.progress.checks_pending = 0

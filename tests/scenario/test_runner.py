@@ -258,3 +258,15 @@ def test_a_fault_the_stop_cut_short_is_healed_before_collecting(tmp_path):
     assert out.result.ending == "timeout" and out.result.faults[0].healed_at is not None
     fault = next(c for c in out.result.checks if c.name == "fault:f1")
     assert fault.fault_id == "f1" and fault.status == "failed" and "cut short" in fault.reason
+
+
+def test_a_cooperative_fault_the_job_never_fired_is_recorded_as_never_injected(tmp_path):
+    # delivered (the command file exists) but no fault_fired: result.json must not show an injection time
+    data = {**BASE, "faults": [{"at": {"step": 5}, "worker_error": {"kind": "cuda", "rank": 1}}],
+            "expect": {"reaches_step": 25}, "run": {"timeout_s": 5, "stuck_after_s": 10}}
+    out, cluster = run(tmp_path, data)
+    assert (cluster.events_dir / "inject" / "f1.json").is_file()
+    (f,) = out.result.faults
+    assert f.injected_at is None and "delivered to the job but never fired" in (f.error or "")
+    by = {c.name: c for c in out.result.checks}
+    assert by["fault:f1"].status == "failed" and out.exit_code == 1
