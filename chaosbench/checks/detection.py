@@ -119,7 +119,9 @@ def _verdict(h: History, bound: float, fid: str, kind: str, recs: list[Recovery]
         return not_evaluated(name, expected, f"{fid} ({kind}): no sign the job noticed it, but the run stopped "
                                              f"{lasted if lasted is not None else '?'} s after it, before the "
                                              f"{bound:g} s bound could be judged (ending {ending_of(h)}){why}")
-    stepped = any(ev["ts"] > fw.injected_at for ev in h.of("step"))
+    # training went on only if it stepped past the bound: the ranks still in flight when a peer hung
+    # finish the step they were in before they block, and that is no sign of life
+    stepped = any(ev["ts"] > fw.injected_at + bound for ev in h.of("step"))
     wait = timeout_in_force(h)
     if stepped:
         return failed(name, expected, None, f"{fid} ({kind}): no sign the job noticed it in the {lasted:g} s the run "
