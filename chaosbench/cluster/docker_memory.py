@@ -1,15 +1,15 @@
 """memory_pressure on docker: a node's memory squeezed through its cgroup, read back from its cgroup.
 
-The node gets `limit_mb` MiB. cgroup v2 lowers memory.max below what the processes hold and the
-kernel OOM-kills at once; cgroup v1 (this backend's docker 20.10 hosts) refuses: runc reclaims the
-page cache, then fails with "unable to set memory limit to ... (current usage: ...)". So the limit
-goes to what the node uses now plus HEADROOM_MB, and a ballast takes the rest: a memfd (shared
-memory that is in no process's RSS) written by a small process in the node until the processes have
-`limit_mb` left. Writing it makes the kernel reclaim, then OOM-kill the task with the largest RSS
-(the worker, which holds the model and optimizer on top of everything its warm-start server
-forked it with) -- the same victim v2 would pick; the ballast is never the victim while a bigger
-process is left. At that first kill the ballast leaves, so the restarted worker fits under the
-limit (usage + HEADROOM_MB) that stays until release, which restores the container's own limits.
+The node gets `limit_mb` MiB. A limit below what the processes hold is refused on cgroup v1
+(measured with docker 20.10: runc reclaims the page cache, then fails with "unable to set memory
+limit to ... (current usage: ...)"). So the limit goes to what the node uses now plus HEADROOM_MB,
+and a ballast takes the rest: a memfd (shared memory in no process's RSS) written by a small process
+in the node until the processes have `limit_mb` left. Writing it makes the kernel reclaim, then
+OOM-kill the task with the largest RSS: the worker, which holds the model and optimizer on top of
+everything its warm-start server forked it with; the ballast is never the victim while a bigger
+process is left. At that first kill the ballast leaves, so the restarted worker fits under the limit
+(usage + HEADROOM_MB) that stays until release, which restores the container's own limits. The
+in-node scripts read cgroup v2's files too (memory.current, memory.events); v2 is not measured here.
 """
 from __future__ import annotations
 
