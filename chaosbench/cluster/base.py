@@ -246,6 +246,11 @@ class Cluster(UpDown, abc.ABC):
         """Hosts or addresses (as the node resolves them) of `peers`; None: every other node and the services."""
         self._unsupported("partition")
 
+    def _link_targets(self, node: str, to: str, peer: str | None) -> tuple[str, list[str]]:
+        """The node's interface and what a degraded link `to` (data | rendezvous | etcd | s3 | all) or to
+        `peer` covers, as `ip` or `ip:tcp port` (an endpoint shared by the whole host is no link of one node)."""
+        self._unsupported("degrade_link")
+
     def _check_room_for_node(self) -> None:
         """add_node's limit. Dead nodes do not count: a lost node's replacement is a new node (a new name)."""
         live = [n for n in self.node_names() if not self.node_status(n).startswith("exited")]
@@ -423,6 +428,38 @@ class Cluster(UpDown, abc.ABC):
         self._check_node(node)
         self._run_in_node(node, innode.HEAL)
 
+    @primitive(via="_link_targets")
+    def degrade_link(self, node: str, spec: dict) -> dict:
+        """A lossy / slow link (spec: to | peer, loss_pct, rate_kbit): loss by iptables `statistic` in
+        our own chain, rate by an htb class the node's sends to those addresses go through. Returns
+        {'targets', 'mechanism'}: which mechanism carried each effect."""
+        return self._degrade(node, spec, netem=False)
+
+    @primitive(via="_link_targets")
+    def netem_link(self, node: str, spec: dict) -> dict:
+        """degrade_link plus delay / jitter / duplicate / corrupt / reorder by a netem qdisc under our
+        htb class (needs sch_netem in the node's kernel; withheld where it is missing)."""
+        return self._degrade(node, spec, netem=True)
+
+    @primitive(via="_link_targets")
+    def restore_link(self, node: str) -> None:
+        """Remove our chain and qdisc from the node; fails loudly if any of it is left."""
+        self._check_node(node)
+        self._run_in_node(node, innode.RESTORE_LINK, self._link_targets(node, "data", None)[0])
+
+    def _degrade(self, node: str, spec: dict, netem: bool) -> dict:
+        self._check_node(node)
+        dev, targets = self._link_targets(node, spec.get("to") or "data", spec.get("peer"))
+        if not targets:
+            raise ClusterError(f"degrade_link {node}: no address to degrade (to={spec.get('to')}, peer={spec.get('peer')})")
+        loss, rate, args = spec.get("loss_pct"), spec.get("rate_kbit"), netem_args(spec) if netem else ""
+        mechanism = {**({"loss_pct": "iptables statistic"} if loss else {}),
+                     **({"rate_kbit": "htb"} if rate else {}),
+                     **{k: "netem" for k in NETEM_FIELDS if netem and spec.get(k)}}
+        self._run_in_node(node, innode.DEGRADE_LINK, dev, f"{loss / 100:.6f}" if loss else "-",
+                          str(max(1, round(rate))) if rate else "-", args or "-", *targets)
+        return {"targets": targets, "mechanism": mechanism}
+
     @primitive(via="_nvme_in_node")
     def fill_nvme(self, node: str, percent: float = 100.0) -> None:
         if not 0 < percent <= 100:
@@ -444,6 +481,18 @@ class Cluster(UpDown, abc.ABC):
     def pause_service(self, service: str) -> None: self._service_action(service, "pause")
     @primitive(via="_service_action")
     def unpause_service(self, service: str) -> None: self._service_action(service, "unpause")
+
+
+NETEM_FIELDS = ("delay_ms", "jitter_ms", "duplicate_pct", "corrupt_pct", "reorder_pct")
+
+
+def netem_args(spec: dict) -> str:
+    """netem's arguments for a degrade spec ('' when it asks for none of netem's effects)."""
+    delay, jitter = spec.get("delay_ms") or 0, spec.get("jitter_ms") or 0
+    out = [f"delay {delay}ms" + (f" {jitter}ms" if jitter else "")] if delay or jitter else []
+    out += [f"{word} {spec[k]}%" for k, word in (("duplicate_pct", "duplicate"), ("corrupt_pct", "corrupt"),
+                                                 ("reorder_pct", "reorder")) if spec.get(k)]
+    return " ".join(out)
 
 
 def fault_primitives() -> tuple[str, ...]:

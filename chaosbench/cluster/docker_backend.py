@@ -18,7 +18,7 @@ from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
                                              PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, dump,
-                                             render, render_gpu_override)
+                                             rdzv_endpoint, render, render_gpu_override)
 from chaosbench.cluster.docker_cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
 from chaosbench.cluster.host_services import ServiceEndpoints
 from chaosbench.cluster.innode import Script
@@ -75,8 +75,22 @@ def check_trainer_image(image: str, rendezvous: str) -> None:
                            f"trainer.image to use chaosbench's node image")
 
 
+NO_NETEM = ("no sch_netem on this kernel; loss_pct and rate_kbit work here (delay, jitter, duplicate, corrupt "
+            "and reorder need netem)")
+
+
 class DockerCluster(Cluster):
     backend = "docker"
+    unsupported_why = {"netem_link": NO_NETEM}
+
+    @classmethod
+    def withheld(cls) -> frozenset[str]:
+        from chaosbench.cluster.innode import kernel_has_netem   # the nodes share the host's kernel
+        return frozenset() if kernel_has_netem() else frozenset({"netem_link"})
+
+    def refusal_hint(self) -> str:
+        return "" if "netem_link" in self.supported_faults else f" (netem_link: {NO_NETEM})"
+
 
     def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
                  gpus: bool | None = None):
@@ -220,6 +234,31 @@ class DockerCluster(Cluster):
     def _cut_targets(self, node: str, peers: list[str] | None) -> list[str]:
         names = peers if peers is not None else [n for n in self._nodes if n != node] + list(SERVICES)
         return [self.plan.ip(SERVICE_ALIASES.get(p, p)) for p in names]
+
+    def _link_targets(self, node: str, to: str, peer: str | None) -> tuple[str, list[str]]:
+        """The node's eth0 (its own network namespace) and the addresses of its link `to`: data = the
+        other trainer nodes; etcd / s3 = the proxy's port for it and the service itself; rendezvous =
+        the endpoint the agents use; all = every other node and service."""
+        ip = self.plan.ip
+        others = [ip(n) for n in self._nodes if n != node]
+        if peer is not None:
+            self._check_node(peer)
+            return "eth0", [ip(peer)]
+        proxy = ip("toxiproxy")
+        services = {"etcd": [f"{proxy}:{PROXY_ETCD_PORT}", ip("etcd")], "s3": [f"{proxy}:{PROXY_S3_PORT}", ip("s3")]}
+        if to == "rendezvous":
+            endpoint = rdzv_endpoint(self.plan, self.spec)
+            if endpoint.split(":")[0] == ip(node):
+                raise ClusterError(f"{node} hosts the c10d rendezvous store itself: degrade another node's "
+                                   f"rendezvous link (or use etcd rendezvous)")
+            return "eth0", [endpoint]
+        if to == "all":
+            return "eth0", others + [proxy, ip("etcd"), ip("s3")]
+        return "eth0", others if to == "data" else services[to]
+
+    def restore_link(self, node: str) -> None:
+        if self.node_status(node) == "running":   # a restarted container has a fresh network namespace
+            super().restore_link(node)
 
     def _service_action(self, service: str, action: str) -> None:
         if service not in SERVICE_ALIASES:

@@ -79,3 +79,61 @@ REJECT = ["-p tcp -j REJECT --reject-with tcp-reset", "-j REJECT"]  # loud: conn
 HEAL = Script("heal", "sh", (f"iptables -D INPUT -j {CHAIN} 2>/dev/null; iptables -D OUTPUT -j {CHAIN} 2>/dev/null; "
                              f"iptables -F {CHAIN} 2>/dev/null; iptables -X {CHAIN} 2>/dev/null; "
                              f"! iptables -n -L {CHAIN} >/dev/null 2>&1"))
+
+# -- degraded links (packet_fault): loss in our own chain, rate/netem under our own root qdisc --------
+LINK_CHAIN = "CHAOSBENCH-LINK"   # apart from CHAIN: healing a partition must not drop a degraded link's rules
+LINK_QDISC = "1cb:"              # our htb root on the node's interface; class 1cb:10 carries the degraded traffic
+_TARGET = 'ip=${t%%:*}; port=; case $t in *:*) port=${t#*:};; esac'
+
+# `<dev> <loss probability|-> <rate kbit|-> <netem args|-> <ip[:tcp port]> ...`: drop that share of packets
+# to and from each target (iptables statistic, both ways); shape what the node sends them (htb class +
+# u32 filters), with a netem leaf under that class when netem args are given
+DEGRADE_LINK = Script("degrade_link", "sh", "\n".join([
+    "set -e", 'dev=$1 p=$2 rate=$3 netem=$4; shift 4',
+    'if [ "$p" != - ]; then',
+    f"  iptables -N {LINK_CHAIN} 2>/dev/null || true",
+    f"  iptables -C INPUT -j {LINK_CHAIN} 2>/dev/null || iptables -I INPUT -j {LINK_CHAIN}",
+    f"  iptables -C OUTPUT -j {LINK_CHAIN} 2>/dev/null || iptables -I OUTPUT -j {LINK_CHAIN}",
+    '  for t in "$@"; do ' + _TARGET + '; st="-m statistic --mode random --probability $p -j DROP"',
+    f'    if [ -n "$port" ]; then iptables -A {LINK_CHAIN} -d "$ip" -p tcp --dport "$port" $st; '
+    f'iptables -A {LINK_CHAIN} -s "$ip" -p tcp --sport "$port" $st;',
+    f'    else iptables -A {LINK_CHAIN} -d "$ip" $st; iptables -A {LINK_CHAIN} -s "$ip" $st; fi; done',
+    'fi',
+    'if [ "$rate" != - ] || [ "$netem" != - ]; then',
+    '  r=10gbit; [ "$rate" = - ] || r=${rate}kbit',
+    f'  tc qdisc add dev "$dev" root handle {LINK_QDISC} htb default 1',
+    f'  tc class add dev "$dev" parent {LINK_QDISC} classid {LINK_QDISC}1 htb rate 10gbit',
+    f'  tc class add dev "$dev" parent {LINK_QDISC} classid {LINK_QDISC}10 htb rate "$r" ceil "$r"',
+    f'  [ "$netem" = - ] || tc qdisc add dev "$dev" parent {LINK_QDISC}10 handle 10cb: netem $netem',
+    '  for t in "$@"; do ' + _TARGET + '; m="match ip dst $ip/32"; [ -z "$port" ] || m="$m match ip dport $port 0xffff"',
+    f'    tc filter add dev "$dev" parent {LINK_QDISC} protocol ip prio 1 u32 $m flowid {LINK_QDISC}10; done',
+    'fi']))
+
+# `<dev>`: what of ours is on the node (empty: nothing); RESTORE_LINK's check and the tests'
+LINK_LEFT = (f'{{ iptables -S 2>/dev/null | grep -e "{LINK_CHAIN}" || true; '
+             f'tc qdisc show dev "$1" 2>/dev/null | grep -e " {LINK_QDISC} " -e " 10cb: " || true; }}')
+LINK_STATE = Script("link_state", "sh", LINK_LEFT)
+
+# `<dev>`: remove our chain and root qdisc, then verify nothing of ours is left (else fail, naming it)
+RESTORE_LINK = Script("restore_link", "sh", "\n".join([
+    f"iptables -D INPUT -j {LINK_CHAIN} 2>/dev/null; iptables -D OUTPUT -j {LINK_CHAIN} 2>/dev/null",
+    f"iptables -F {LINK_CHAIN} 2>/dev/null; iptables -X {LINK_CHAIN} 2>/dev/null",
+    f'if tc qdisc show dev "$1" | grep -q " {LINK_QDISC} root"; then tc qdisc del dev "$1" root; fi',
+    f'left=$({LINK_LEFT})',
+    '[ -z "$left" ] || { echo "degraded link not restored, still there: $left" >&2; exit 1; }']))
+
+
+def kernel_has_netem() -> bool:
+    """Whether this host's kernel offers sch_netem (docker nodes share it): built in, loaded, or a module."""
+    import gzip
+    import os
+    if Path("/sys/module/sch_netem").exists():
+        return True
+    try:
+        config = gzip.open("/proc/config.gz", "rt").read()
+    except OSError:
+        config = ""
+    if "CONFIG_NET_SCH_NETEM=y" in config:
+        return True
+    mods = Path("/lib/modules") / os.uname().release
+    return any(mods.rglob("sch_netem.ko*")) if mods.is_dir() and "NETEM is not set" not in config else False

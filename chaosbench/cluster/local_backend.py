@@ -35,7 +35,9 @@ _NETWORK_REASON = ("needs network namespaces/iptables (root) to cut one local pr
 class LocalCluster(Cluster):
     backend = "local"
     unsupported_why = {"partition": _NETWORK_REASON, "disconnect": _NETWORK_REASON,
-                       "heal_network": _NETWORK_REASON}
+                       "heal_network": _NETWORK_REASON, **dict.fromkeys(("degrade_link", "netem_link", "restore_link"),
+                       "every local node shares the host's network: a loss rule or qdisc meant for one node's "
+                       "link would hit every node and the services; use the docker backend")}
 
     @classmethod
     def withheld(cls) -> frozenset[str]:

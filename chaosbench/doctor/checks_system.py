@@ -92,3 +92,29 @@ def version_checks(t: Target) -> list[CheckResult]:
                     f"distributed backends: {', '.join(backends) or 'none'}",
                     "" if dist else "this torch build has no torch.distributed: install a standard build")
     return [r, gpu_check(t, torch)]
+
+
+PACKET_MECHANISMS = {"iptables statistic": ("NETFILTER_XT_MATCH_STATISTIC",), "tbf": ("NET_SCH_TBF",),
+                     "htb + u32": ("NET_SCH_HTB", "NET_CLS_U32"), "netem": ("NET_SCH_NETEM",)}
+
+
+def packet_check(t: Target, config: str | None = None) -> CheckResult:
+    """Which of packet_fault's mechanisms this kernel offers (docker nodes share it): loss by iptables
+    statistic, rate by htb, delay / jitter / duplicate / corrupt / reorder by netem only."""
+    import gzip
+    if config is None:
+        try:
+            config = gzip.open("/proc/config.gz", "rt").read()
+        except OSError:
+            return CheckResult("packet faults", Status.SKIP, "no /proc/config.gz: cannot tell which qdiscs and "
+                               "iptables matches this kernel has; packet_fault fails at inject if one is missing")
+    have = {name: all(f"CONFIG_{opt}=y" in config or f"CONFIG_{opt}=m" in config for opt in opts)
+            for name, opts in PACKET_MECHANISMS.items()}
+    evidence = "; ".join(f"{name}: {'yes' if ok else 'no'}" for name, ok in have.items())
+    if not (have["iptables statistic"] and have["htb + u32"]):
+        return CheckResult("packet faults", Status.WARN, evidence, "packet_fault's loss needs xt_statistic and its "
+                           "rate htb + cls_u32 in the kernel")
+    if not have["netem"]:
+        return CheckResult("packet faults", Status.PASS, evidence + " (loss_pct and rate_kbit work here; delay, jitter, "
+                           "duplicate, corrupt and reorder need sch_netem and are refused up front)")
+    return CheckResult("packet faults", Status.PASS, evidence)

@@ -117,7 +117,7 @@ def parse_scenario(data: Any, source: str = "<scenario>", lines: dict[tuple, int
             loc = ("faults", i, "duration_s")
             problems.append(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {fault.kind} is a one-shot fault "
                             f"with nothing to heal; remove duration_s")
-        for key in ("node", "nodes", "peers"):
+        for key in ("node", "nodes", "peers", "peer"):
             names = fault.params.get(key)
             names = [names] if isinstance(names, str) else (names or [])
             valid = scenario.node_names() + ["random"]
