@@ -93,6 +93,13 @@ def _injected_before(rec: RunRecord, ts: float | None) -> dict | None:
     return max(prior, key=lambda f: f["injected_at"]) if prior else None
 
 
+def _fired_there(rec: RunRecord, fault: dict, node: str) -> bool:
+    """A cooperative fault (worker_error, ...) fired inside this node's job: the error it raised there is
+    what the fault did, not a cause of its own."""
+    return any(e.get("event") == "fault_fired" and e.get("fault_id") == fault.get("id") and e.get("node") == node
+               for e in rec.events)
+
+
 def root_cause(rec: RunRecord) -> RootCause | None:
     fs = failures(rec)
     if not fs:
@@ -109,7 +116,7 @@ def root_cause(rec: RunRecord) -> RootCause | None:
     error = first.error.text if first.error else f"exit code {first.exitcode} (no exception printed)"
     who = f"{first.node}'s rank {first.local_rank}" if first.local_rank == 0 else \
         f"{first.node}'s local rank {first.local_rank}"
-    by_fault = bool(fault and (reaction or not first.error))
+    by_fault = bool(fault and (reaction or not first.error or _fired_there(rec, fault, first.node)))
     if by_fault:
         # the injected fault started it: the workers' errors are what it did, not a cause of their own
         summary = (f"the injected fault {fault.get('id')} ({fault.get('type')} {fault.get('target') or ''}".rstrip()

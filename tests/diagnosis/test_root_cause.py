@@ -104,3 +104,21 @@ def test_a_job_that_reports_its_error_as_a_fatal_event_is_named_with_it(tmp_path
         {"ts": 1795475535.2, "event": "fatal", "node": "node-0", "rank": 0, "error": "OSError: [Errno 28] No space left"}) + "\n")
     rc = diagnose(tmp_path).root_cause
     assert rc.error == "OSError: [Errno 28] No space left" and rc.evidence[0].source.startswith("events/"), rc
+
+
+def test_an_error_a_cooperative_fault_raised_inside_the_job_is_attributed_to_the_fault():
+    # a real docker run of scenarios/worker_error.yaml: rank 1 raised the CUDA-style error through cb.fault_point
+    rc = diagnose(DATA / "worker_error").root_cause
+    assert rc.fault_id == "f1" and rc.node == "node-1", rc
+    assert rc.summary.startswith("the injected fault f1 (worker_error rank 1); node-1's rank 0 failed after it with: "
+                                 "CUDA error: an illegal memory access"), rc.summary
+
+
+def test_the_same_error_on_a_node_where_the_fault_did_not_fire_is_not_attributed(tmp_path):
+    import shutil
+    d = tmp_path / "run"
+    shutil.copytree(DATA / "worker_error", d)
+    for f in (d / "events").glob("events-*.jsonl"):   # as if the job had failed on its own
+        f.write_text("".join(line + "\n" for line in f.read_text().splitlines() if '"fault_fired"' not in line))
+    rc = diagnose(d).root_cause
+    assert rc.fault_id is None and rc.summary.startswith("node-1's rank 0 failed first with: CUDA error"), rc.summary
