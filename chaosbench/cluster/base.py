@@ -371,6 +371,18 @@ class Cluster(UpDown, abc.ABC):
         """Restore the node's own memory limit; {'oom_kills': kills since squeeze_memory (None: unknown)}."""
         raise UnsupportedFault(f"backend '{self.backend}' does not support release_memory (nor squeeze_memory)")
 
+    @primitive
+    def break_name(self, node: str, name: str, mode: str, delay_s: float = 5.0) -> str:
+        """Make `name` (rendezvous | etcd | s3 | proxy, or a host name) fail to resolve on `node` only
+        (mode nxdomain | wrong_address | slow); what host was broken. Needs a resolver of the node's own."""
+        raise UnsupportedFault(f"backend '{self.backend}' does not support break_name: its nodes share the "
+                               "host's resolver (no /etc/hosts or resolv.conf of their own); the docker backend has it")
+
+    @primitive
+    def restore_names(self, node: str) -> None:
+        """Put back the node's resolver files exactly as they were before break_name."""
+        raise UnsupportedFault(f"backend '{self.backend}' does not support restore_names (nor break_name)")
+
     def _end_throttle(self, node: str) -> None:
         loop = self._throttles.pop(node, None)
         if loop is None or loop.poll() is not None:

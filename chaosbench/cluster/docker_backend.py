@@ -21,6 +21,7 @@ from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_
                                              rdzv_endpoint, render, render_gpu_override)
 from chaosbench.cluster.docker_cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
 from chaosbench.cluster.host_services import ServiceEndpoints
+from chaosbench.cluster import innode
 from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import validate
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
@@ -314,6 +315,24 @@ class DockerCluster(Cluster):
 
     def release_memory(self, node: str) -> dict:
         return docker_memory.release(self, node)
+
+    def break_name(self, node: str, name: str, mode: str, delay_s: float = 5.0) -> str:
+        """In the node's own /etc/hosts and resolv.conf (innode.BREAK_NAME). The endpoints the nodes
+        are given (rendezvous, etcd and S3 through the proxy) are IP addresses here: no lookup to break."""
+        endpoints = {"rendezvous": "CHAOSBENCH_RDZV_ENDPOINT", "etcd": "CHAOSBENCH_RDZV_ENDPOINT",
+                     "s3": "CHAOSBENCH_S3_ENDPOINT", "proxy": "CHAOSBENCH_S3_ENDPOINT"}
+        if name in endpoints:
+            raise UnsupportedFault(
+                f"backend 'docker' cannot break the name '{name}': its nodes reach it by IP address "
+                f"({endpoints[name]} holds an address, not a host name), so no lookup happens; name a "
+                f"host the node resolves instead (node-0: the workers' store is the rank-0 node's host name)")
+        self._run_in_node(node, innode.BREAK_NAME, name, mode, str(delay_s), timeout=30)
+        return name
+
+    def restore_names(self, node: str) -> None:
+        """A removed container needs nothing (its files go with it): `chaosbench clean` does no more."""
+        if self.node_status(node) == "running":   # a node killed or stopped meanwhile: nothing to reach
+            self._run_in_node(node, innode.RESTORE_NAMES, timeout=30)
 
     def disconnect(self, node: str) -> None:
         docker("network", "disconnect", self.plan.network, self._node(node))

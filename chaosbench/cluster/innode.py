@@ -137,3 +137,129 @@ def kernel_has_netem() -> bool:
         return True
     mods = Path("/lib/modules") / os.uname().release
     return any(mods.rglob("sch_netem.ko*")) if mods.is_dir() and "NETEM is not set" not in config else False
+
+
+# -- name faults (dns_fault): the node's own resolver files, edited in place ---------------------------
+# Docker bind-mounts /etc/hosts and /etc/resolv.conf into the container: they are rewritten in place
+# (never renamed over, never the host's own files), with a backup under NAMES_DIR restored at heal.
+NAMES_DIR = "/run/chaosbench-names"
+BLACKHOLE = "192.0.2.1"   # TEST-NET-1: routed nowhere, so a connect to it times out
+
+# `<host> <mode> <delay_s>`: make <host> fail to resolve on this node. wrong_address: a hosts entry
+# (nsswitch `hosts: files dns`: files win). nxdomain | slow: resolv.conf points at a responder on
+# 127.0.0.1:53 that answers NXDOMAIN for <host> (and <host>.<search domain>), or forwards its query
+# to the original nameserver after <delay_s> (the answer arrives late); every other name is forwarded
+# at once. Prints the responder's pid.
+BREAK_NAME = Script("break_name", "python", r'''
+import ipaddress, os, subprocess, sys, time
+host, mode, delay = sys.argv[1].lower().rstrip('.'), sys.argv[2], float(sys.argv[3])
+D = '/run/chaosbench-names'
+os.makedirs(D, exist_ok=True)
+for f in ('hosts', 'resolv.conf'):   # the first fault's backup is the original: keep it
+    if not os.path.exists(f'{D}/{f}'):
+        with open(f'/etc/{f}', 'rb') as src, open(f'{D}/{f}.tmp', 'wb') as dst:
+            dst.write(src.read())
+        os.replace(f'{D}/{f}.tmp', f'{D}/{f}')
+def put(path, text):   # in place: the file is a bind mount, a rename over it fails (EBUSY)
+    with open(path, 'w') as f:
+        f.write(text)
+if mode == 'wrong_address':
+    with open('/etc/hosts') as f:
+        text = f.read()
+    put('/etc/hosts', text.rstrip('\n') + f'\n192.0.2.1\t{host}\t# chaosbench dns_fault\n')
+    # the host's network may answer for TEST-NET-1 (measured here: refused at once): drop it in the node,
+    # so a connect times out wherever it runs (an image without iptables keeps the host's behaviour)
+    rule = ['OUTPUT', '-d', '192.0.2.1', '-j', 'DROP']
+    try:
+        if subprocess.run(['iptables', '-C', *rule], capture_output=True).returncode != 0:
+            subprocess.run(['iptables', '-I', *rule], capture_output=True)
+    except OSError:
+        pass
+    sys.exit(0)
+orig = open(f'{D}/resolv.conf').read()
+upstream = next((l.split()[1] for l in orig.splitlines() if l.startswith('nameserver')), '127.0.0.11')
+if ipaddress.ip_address(upstream).is_loopback and upstream != '127.0.0.11':
+    sys.exit(f'the node resolves through {upstream}: a responder on 127.0.0.1:53 would shadow it')
+pidfile = f'{D}/responder.pid'
+if os.path.exists(pidfile):
+    sys.exit('a dns_fault responder already runs on this node: one nxdomain/slow name at a time')
+p = subprocess.Popen([sys.executable, '-c', RESPONDER, host, mode, str(delay), upstream],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(f'{D}/responder.log', 'ab'),
+                     start_new_session=True)
+for _ in range(50):   # its socket is bound before resolv.conf points at it
+    if os.path.exists(f'{D}/responder.ready') or p.poll() is not None:
+        break
+    time.sleep(0.1)
+if p.poll() is not None or not os.path.exists(f'{D}/responder.ready'):
+    sys.exit('the dns_fault responder did not start: ' + open(f'{D}/responder.log').read()[-300:])
+open(pidfile, 'w').write(str(p.pid))
+keep = [l for l in orig.splitlines() if l.startswith(('search', 'domain', 'options'))]   # ours last: it wins
+timeout = max(5, min(30, int(delay) + 3))   # glibc's cap is 30 s: a late answer still counts
+put('/etc/resolv.conf', '\n'.join(['# chaosbench dns_fault', 'nameserver 127.0.0.1', *keep,
+                                   f'options timeout:{timeout} attempts:1']) + '\n')
+print(p.pid)
+'''.replace("RESPONDER", repr(r'''
+import os, socket, sys, threading, time
+host, mode, delay, upstream = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('127.0.0.1', 53))
+open('/run/chaosbench-names/responder.ready', 'w').close()
+def qname(msg):
+    i, labels = 12, []
+    while msg[i]:
+        labels.append(msg[i + 1:i + 1 + msg[i]].decode('ascii', 'replace')); i += 1 + msg[i]
+    return '.'.join(labels).lower(), i + 5
+def forward(msg, addr, wait):
+    time.sleep(wait)
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(10)
+    try:
+        u.sendto(msg, (upstream, 53)); s.sendto(u.recv(4096), addr)
+    except OSError:
+        pass
+    finally:
+        u.close()
+while True:
+    msg, addr = s.recvfrom(4096)
+    try:
+        name, end = qname(msg)
+    except (IndexError, ValueError):
+        continue
+    hit = name == host or name.startswith(host + '.')
+    if hit and mode == 'nxdomain':   # QR, RD, RA, rcode 3 (NXDOMAIN); the question echoed
+        s.sendto(msg[:2] + bytes([0x81 | (msg[2] & 1), 0x83]) + msg[4:6] + b'\0\0\0\0\0\0' + msg[12:end], addr)
+    else:
+        threading.Thread(target=forward, args=(msg, addr, delay if hit else 0), daemon=True).start()
+'''), 1))
+
+# no arguments: stop the responder, put back the backed-up files byte for byte, check them, drop the
+# backup. Idempotent (no backup: nothing was broken). A removed container needs none of it.
+RESTORE_NAMES = Script("restore_names", "python", r'''
+import os, signal, sys
+D = '/run/chaosbench-names'
+try:
+    os.kill(int(open(f'{D}/responder.pid').read()), signal.SIGKILL)
+except (OSError, ValueError):
+    pass
+try:   # wrong_address's drop rule, however many were added
+    import subprocess
+    while subprocess.run(['iptables', '-D', 'OUTPUT', '-d', '192.0.2.1', '-j', 'DROP'], capture_output=True).returncode == 0:
+        pass
+except OSError:
+    pass
+bad = []
+for f in ('hosts', 'resolv.conf'):
+    if not os.path.exists(f'{D}/{f}'):
+        continue
+    want = open(f'{D}/{f}', 'rb').read()
+    with open(f'/etc/{f}', 'wb') as out:
+        out.write(want)
+    if open(f'/etc/{f}', 'rb').read() != want:
+        bad.append(f)
+if bad:
+    sys.exit('not restored: ' + ', '.join(bad))
+for f in ('hosts', 'resolv.conf', 'responder.pid', 'responder.ready', 'responder.log'):
+    try:
+        os.unlink(f'{D}/{f}')
+    except FileNotFoundError:
+        pass
+''')

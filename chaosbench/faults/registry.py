@@ -15,7 +15,7 @@ def register(cls: type[Fault]) -> type[Fault]:
 
 def _load() -> dict[str, type[Fault]]:
     # importing the modules registers their faults
-    from chaosbench.faults import inprocess, memory, network, nodes, packets, services, storage  # noqa: F401
+    from chaosbench.faults import inprocess, memory, names, network, nodes, packets, services, storage  # noqa: F401
     return _REGISTRY
 
 

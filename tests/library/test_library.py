@@ -34,6 +34,7 @@ STORIES = {
     "worker_error": ({"worker_error"}, "memory"),
     "gil_hang": ({"gil_hang"}, "memory"),
     "silent_corruption": ({"corrupt_replica"}, "memory"),
+    "rendezvous_name_failure": ({"dns_fault", "kill_worker"}, "memory"),
 }
 
 
