@@ -82,12 +82,9 @@ def list_(scenario_dir: str = typer.Option("scenarios", "--scenarios", help="sce
 
 def _backend_faults_table() -> Table:
     """Which fault types each backend can inject here, from the primitives each fault's parameters need."""
-    from chaosbench.cluster.docker_backend import DockerCluster
-    from chaosbench.cluster.local_backend import LocalCluster
-    from chaosbench.cluster.slurm.backend import supported as slurm_supported
+    from chaosbench.cluster import backend_primitives
     from chaosbench.faults.capabilities import support_table
-    backends = {"docker": DockerCluster.supported_faults, "local": LocalCluster.supported_faults,
-                "slurm": slurm_supported()}
+    backends = backend_primitives()
     t = Table(title="faults per backend (yes: supported here; only p=v: just those parameter values)")
     t.add_column("fault")
     for b in backends:

@@ -22,7 +22,7 @@ from chaosbench.checks.history import History
 from chaosbench.checks.registry import pending_count
 from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
 from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
-from chaosbench.cluster import pick_backend
+from chaosbench.cluster import backend_primitives, pick_backend
 from chaosbench.cluster.lifecycle import UpDown
 from chaosbench.evidence.collect import collect_evidence, inventory_at
 from chaosbench.faults import FaultContext, FaultLog, get_fault
@@ -113,7 +113,8 @@ class Runner:
         self.progress.phase = "cluster_up"
         self.say(f"creating {backend} cluster: {self.s.cluster.nodes} node(s), run {self.run_id}")
         cluster = self.cluster = self._create(backend)
-        missing = missing_primitives(self.s.faults, cluster.supported_faults)
+        missing = missing_primitives(self.s.faults, cluster.supported_faults, cluster.unsupported_why,
+                                     backend_primitives())
         if missing:   # refused before anything starts
             raise UnsupportedFault(f"backend '{backend}' cannot inject: {'; '.join(missing)}" + cluster.refusal_hint())
         with Hold(self, cluster):

@@ -7,7 +7,16 @@ import shutil
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
 
 __all__ = ["Cluster", "ClusterError", "ClusterSpec", "UnsupportedFault", "available_backends",
-           "create_cluster", "pick_backend"]
+           "backend_primitives", "create_cluster", "pick_backend"]
+
+
+def backend_primitives() -> dict[str, frozenset[str]]:
+    """Backend name -> the fault primitives it has on this machine (`chaosbench list`, refusals)."""
+    from chaosbench.cluster.docker_backend import DockerCluster
+    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.slurm.backend import supported as slurm_supported
+    return {"docker": DockerCluster.supported_faults, "local": LocalCluster.supported_faults,
+            "slurm": slurm_supported()}
 
 
 def available_backends() -> dict[str, str | None]:

@@ -23,13 +23,25 @@ def needs_of(kind: str, params: dict | FaultParams | None = None) -> frozenset[s
     return cls.needs_for(typed)
 
 
-def missing_primitives(faults: Iterable, supported: frozenset[str]) -> list[str]:
-    """'<id> (<kind>) needs a, b' for each scenario fault entry (.id, .kind, .params) the backend cannot do."""
+def missing_primitives(faults: Iterable, supported: frozenset[str], why: dict[str, str] | None = None,
+                       others: dict[str, frozenset[str]] | None = None) -> list[str]:
+    """'<id> (<kind>) needs a, b' for each scenario fault entry (.id, .kind, .params) the backend cannot do;
+    with `why` (primitive -> the backend's reason) and `others` (backend -> its primitives), also why
+    not here and which backends have them."""
     out = []
     for f in faults:
-        missing = sorted(n for n in needs_of(f.kind, f.params) if n not in supported)
-        if missing:
-            out.append(f"{f.id} ({f.kind}) needs {', '.join(missing)}")
+        needed = needs_of(f.kind, f.params)
+        missing = sorted(n for n in needed if n not in supported)
+        if not missing:
+            continue
+        line = f"{f.id} ({f.kind}) needs {', '.join(missing)}"
+        reasons = sorted({(why or {})[n] for n in missing if n in (why or {})})
+        if reasons:
+            line += f" ({'; '.join(reasons)})"
+        if others is not None:
+            have = [b for b, prims in others.items() if needed <= prims]
+            line += f"; backends that have {'it' if len(missing) == 1 else 'them'}: {', '.join(have) or 'none'}"
+        out.append(line)
     return out
 
 

@@ -104,7 +104,19 @@ def test_unsupported_fault_is_refused_before_anything_starts(tmp_path):
     data = {**BASE, "faults": [{"at": {"step": 5}, "partition": {"node": "node-1"}}]}
     out, cluster = run(tmp_path, data)
     assert out.exit_code == 3 and "cannot inject: f1 (partition) needs heal_network, partition" in out.result.error
+    assert "backends that have them: docker, slurm" in out.result.error   # where the scenario can run instead
     assert "up" not in cluster.calls
+
+
+def test_a_refusal_says_why_the_backend_lacks_the_primitive():
+    from types import SimpleNamespace
+
+    from chaosbench.faults.capabilities import missing_primitives
+    f = SimpleNamespace(id="f1", kind="memory_pressure", params={"node": "node-1", "fraction": 0.9})
+    (line,) = missing_primitives([f], frozenset(), {"squeeze_memory": "no cgroup"},
+                                 {"docker": frozenset({"squeeze_memory", "release_memory"}), "local": frozenset()})
+    assert line == ("f1 (memory_pressure) needs release_memory, squeeze_memory (no cgroup); "
+                    "backends that have them: docker")
 
 
 def test_timed_fault_is_healed_and_logged(tmp_path):
