@@ -37,7 +37,10 @@ class LocalCluster(Cluster):
     unsupported_why = {"partition": _NETWORK_REASON, "disconnect": _NETWORK_REASON,
                        "heal_network": _NETWORK_REASON, **dict.fromkeys(("degrade_link", "netem_link", "restore_link"),
                        "every local node shares the host's network: a loss rule or qdisc meant for one node's "
-                       "link would hit every node and the services; use the docker backend")}
+                       "link would hit every node and the services; use the docker backend"),
+                       **dict.fromkeys(("squeeze_memory", "release_memory"),
+                       "no memory cgroup of ours: a balloon would squeeze the whole host, whose OOM killer may "
+                       "pick anything; use the docker backend")}
 
     @classmethod
     def withheld(cls) -> frozenset[str]:
