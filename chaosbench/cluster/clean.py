@@ -3,8 +3,8 @@
 What is ours: docker containers, networks and volumes labelled with a chaosbench project, processes
 carrying CHAOSBENCH_OWNER, shm dirs and loop-mounted NVMe disks with an owner file, loop devices
 backed by our disk images, Slurm jobs named chaosbench-* whose owner (their comment) is gone, where
-Slurm's commands are reachable ($CHAOSBENCH_SLURM_LOGIN or sbatch on PATH). iptables rules exist only inside node containers (partition faults) and
-go with them. An owner on another host cannot be checked from here, so a plain clean keeps (and
+Slurm's commands are reachable ($CHAOSBENCH_SLURM_LOGIN or sbatch on PATH). iptables rules and qdiscs exist only inside node containers' network
+namespaces (partition, packet_fault) and go with them. An owner on another host cannot be checked from here, so a plain clean keeps (and
 lists) its things; `--all` removes them too.
 """
 from __future__ import annotations
