@@ -121,10 +121,12 @@ class _Withholds(_Transport):
 
 def test_supported_faults_follow_from_what_a_backend_implements():
     assert "freeze_worker" in fault_primitives() and "start_nodes" not in fault_primitives()
-    assert _Bare.supported_faults == frozenset()
+    # a cooperative fault's command file needs only the events directory every backend shares
+    assert _Bare.supported_faults == {"send_job_command"}
     # one hook gives every primitive built on it, and nothing else
-    assert _Transport.supported_faults == {"kill_worker", "freeze_worker", "thaw_worker", "preempt_node"}
-    assert _Withholds.supported_faults == {"kill_worker", "thaw_worker", "preempt_node"}
+    assert _Transport.supported_faults == {"kill_worker", "freeze_worker", "thaw_worker", "preempt_node",
+                                           "send_job_command"}
+    assert _Withholds.supported_faults == {"kill_worker", "thaw_worker", "preempt_node", "send_job_command"}
     assert "throttle_node" not in _Transport.supported_faults   # needs the long-running hook too
     with pytest.raises(UnsupportedFault, match="backend 'bare' does not support freeze_worker"):
         _Bare(ClusterSpec(run_id="r", run_dir=Path("/tmp"))).freeze_worker("node-0")
