@@ -136,7 +136,7 @@ svg .line { fill:none; stroke-width:2; } .row { display:flex; flex-wrap:wrap; ga
 <td class="num">{{ fig.young_daly_interval_s[t] if fig.young_daly_interval_s[t] is not none else "-" }}</td>
 <td class="num">{{ "%.4g"|format(plan.spec.stall_s[t]) }}</td></tr>{% endfor %}</table></section>
 <section class="card"><h2>Measured recoveries (s, carried to {{ plan.nodes }} nodes)</h2><table><tr><th>class</th>
-<th class="num">recoveries</th><th>fault &rarr; first step, median (range)</th><th class="num">degraded, median</th><th>restores from</th></tr>
+<th class="num">recoveries</th><th>fault &rarr; first step, median (range)</th><th class="num">join / degraded, median</th><th>restores from</th></tr>
 {%- for r in measured %}<tr><td>{{ r[0] }}</td><td class="num">{{ r[1] }}</td><td>{{ r[2] }}</td><td class="num">{{ r[3] }}</td><td>{{ r[4] }}</td></tr>{% endfor %}
 </table><h2>Measured runs</h2><ul>{% for r in runs %}<li class="mono">{{ r }}</li>{% endfor %}</ul>
 <h2>Assumptions</h2><ul>{% for a in fig.assumptions %}<li>{{ a }}</li>{% endfor %}</ul></section>

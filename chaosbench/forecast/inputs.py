@@ -16,11 +16,14 @@ from chaosbench.report.load import load_result
 
 from . import TIERS, ForecastError
 
-# Phases of one interruption, in order. `degraded` is the time lost after the first step (a join
-# restart when a replacement arrives, slower steps while it boots): the step-rate deficit against
-# the pre-fault rate over DEGRADED_WINDOW_S after training resumed (longer if the world is still
-# below its old size then).
-PHASES = ("detection", "rendezvous", "restore", "first_step", "degraded")
+# Phases of one interruption, in order. `join` is the second restart a replacement node's arrival
+# costs everyone when the survivors resumed without it (world size back up to its pre-fault value):
+# the pause between the last step of the shrunk round and the first step of the full one, plus the
+# steps that round redid, at the pre-fault rate. `degraded` is the rest of the time lost after the
+# first step (slower steps while the newcomer boots): the step-rate deficit against the pre-fault
+# rate over DEGRADED_WINDOW_S after training resumed (longer if the world is still below its old
+# size then), less the join.
+PHASES = ("detection", "rendezvous", "restore", "first_step", "join", "degraded")
 DEGRADED_WINDOW_S = 20.0
 
 
@@ -64,6 +67,7 @@ class Measured:
     step_time_s: list[float] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)   # recoveries that could not be used, and why
+    joins: int = 0     # recoveries followed by a replacement's join round (their `join` phase)
 
     def classes(self) -> dict[str, list[Row]]:
         out: dict[str, list[Row]] = {}
@@ -104,8 +108,28 @@ def _progress_fn(steps: list[dict]):
     return at, (ts[-1] if ts else None)
 
 
-def degraded_s(rec: dict, steps: list[dict], rate: float | None, next_fault_at: float | None) -> float:
-    """Seconds of training lost after the first step of a recovery, against the pre-fault rate."""
+def join_round(rec: dict, steps: list[dict], rate: float | None, next_fault_at: float | None) -> tuple[float, float] | None:
+    """(cost in seconds, time the full world trained again) of the replacement's join after a recovery
+    that resumed on fewer nodes, or None: no join before the next fault (or the replacement made the round)."""
+    t_a, before, after = rec.get("first_step_at"), rec.get("world_size_before"), rec.get("world_size_after")
+    if not rate or t_a is None or not (before and after and after < before):
+        return None
+    end = next_fault_at if next_fault_at is not None else float("inf")
+    pts = sorted((float(s["ts"]), int(s["step"]), s.get("world_size") or 0) for s in steps
+                 if s.get("ts") is not None and s.get("step") is not None and t_a <= s["ts"] < end)
+    back = next((i for i, p in enumerate(pts) if p[2] >= before), None)
+    if not back:    # never back at full size, or no shrunk step to measure the pause from
+        return None
+    t_back, first = pts[back][0], pts[back][1]
+    t_last, hi = pts[back - 1][0], max(p[1] for p in pts[:back])
+    # the pause beyond one ordinary step, and the steps the join round rolled back and redid
+    return max(0.0, t_back - t_last - 1.0 / rate) + max(0, hi - (first - 1)) / rate, t_back
+
+
+def degraded_s(rec: dict, steps: list[dict], rate: float | None, next_fault_at: float | None,
+               join_s: float = 0.0) -> float:
+    """Seconds of training lost after the first step of a recovery, against the pre-fault rate, less
+    `join_s` (the join round inside the window, counted as its own phase)."""
     t_a = rec.get("first_step_at")
     if not rate or t_a is None or not steps:
         return 0.0
@@ -120,7 +144,7 @@ def degraded_s(rec: dict, steps: list[dict], rate: float | None, next_fault_at: 
     t_b = min(x for x in (t_b, next_fault_at, last) if x is not None)
     if t_b <= t_a:
         return 0.0
-    return max(0.0, (t_b - t_a) - (at(t_b) - at(t_a)) / rate)
+    return max(0.0, (t_b - t_a) - (at(t_b) - at(t_a)) / rate - join_s)
 
 
 def _interval_steps(checkpoints: list[dict], tier: str) -> float | None:
@@ -155,10 +179,15 @@ def add_result(m: Measured, result: dict, source: str) -> None:
                              + ("it never resumed training" if total is None else "; ".join(rec["problems"])))
             continue
         ph = {p: float(rec.get(f"{p}_s") or 0.0) for p in PHASES[:4]}
+        ph["join"] = 0.0
         # a phase whose end was not seen is null; its time is in the next measured one: keep the total
         ph["rendezvous"] += max(0.0, float(total) - sum(ph.values()))
         nxt = min((t for t in inject_times if t > rec.get("injected_at", 0)), default=None)
-        ph["degraded"] = degraded_s(rec, steps, rate, nxt)
+        join = join_round(rec, steps, rate, nxt)
+        if join is not None:
+            ph["join"] = join[0]
+            m.joins += 1
+        ph["degraded"] = degraded_s(rec, steps, rate, nxt, ph["join"])
         m.rows.append(Row(klass, run_id, nodes, ph, str(rec.get("tier") or "none"), rec.get("lost_steps")))
     for tier in TIERS:
         st = (result.get("checkpoints") or {}).get(tier) or {}

@@ -53,19 +53,21 @@ def _dur(s) -> str:
 
 
 def measured_rows(plan: Plan) -> list[list[str]]:
-    """Per class used: recoveries measured, median and range of fault -> first step, degraded, tier."""
+    """Per class used: recoveries measured, median and range of fault -> first step, join / degraded, tier."""
     out = []
+    j, d = PHASES.index("join"), PHASES.index("degraded")
     for k, arr in sorted(plan.spec.recoveries.items()):
-        tot = arr[:, :4].sum(1)
+        tot = arr[:, :j].sum(1)
         out.append([k, str(len(arr)), f"{np.median(tot):.2f} ({tot.min():.2f}-{tot.max():.2f})",
-                    f"{np.median(arr[:, 4]):.2f}", plan.spec.restore_tier[k]])
+                    f"{np.median(arr[:, j]):.2f} / {np.median(arr[:, d]):.2f}", plan.spec.restore_tier[k]])
     return out
 
 
 def print_table(plan: Plan, fig: dict, console: Console) -> None:
     lo, hi = fig["goodput_ci"]
     t = Table(title=f"measured recoveries, carried to {plan.nodes} nodes (s)")
-    for col in ("class", "recoveries", "fault -> first step, median (range)", "degraded, median", "restores from"):
+    for col in ("class", "recoveries", "fault -> first step, median (range)", "join / degraded, median",
+                "restores from"):
         t.add_column(col)
     for row in measured_rows(plan):
         t.add_row(*row)

@@ -84,23 +84,28 @@ NODE_OUT = ("node_loss", "hung_rank")   # classes that take a node out of the jo
 
 
 def _shrink_then_join(arr: np.ndarray, nodes: int, after_s: float) -> np.ndarray:
-    """Elastic shrink: 1/nodes of the throughput lost until the replacement, then its join restart."""
+    """Elastic shrink: 1/nodes of the throughput lost until the replacement, then its join restart
+    (the measured join where the run had one, else the loss's rendezvous, restore and first step again)."""
     out = arr.copy()
+    unmeasured = out[:, PHASES.index("join")] <= 0
     for p in ("rendezvous", "restore", "first_step"):
-        out[:, PHASES.index(p)] *= 2
+        out[:, PHASES.index("join")] += np.where(unmeasured, arr[:, PHASES.index(p)], 0.0)
     out[:, PHASES.index("degraded")] += after_s / max(nodes, 1)
     return out
 
 
 def build(measured: Measured, model: FailureModel, gpus: int, gpus_per_node: int, days: float,
           intervals: dict[str, float] | None = None, assume: dict[str, str] | None = None,
-          trajectories: int = 1000, seed: int = 0, replace_after_s: float | None = None) -> Plan:
+          trajectories: int = 1000, seed: int = 0, replace_after_s: float | None = None,
+          speed: float = 1.0, speed_source: str = "") -> Plan:
     if gpus < 1 or gpus_per_node < 1:
         raise ForecastError(f"--gpus and --gpus-per-node must be >= 1 (got {gpus}, {gpus_per_node})")
     if not days > 0:
         raise ForecastError(f"--days must be > 0 (got {days})")
     if replace_after_s is not None and not replace_after_s >= 0:
         raise ForecastError(f"--replace-after must be >= 0 seconds (got {replace_after_s})")
+    if not speed > 0:
+        raise ForecastError(f"speed between failures must be > 0 (got {speed})")
     if trajectories < 1:
         raise ForecastError(f"--trajectories must be >= 1 (got {trajectories})")
     nodes = math.ceil(gpus / gpus_per_node)
@@ -133,8 +138,9 @@ def build(measured: Measured, model: FailureModel, gpus: int, gpus_per_node: int
             recs[klass] = _shrink_then_join(recs[klass], nodes, replace_after_s)
     if replace_after_s is not None:
         assumptions.append(f"elastic shrink: a lost node is replaced {replace_after_s:g} s later; until then the job "
-                           f"trains on {nodes - 1} of {nodes} nodes (degraded), and the newcomer's join costs a "
-                           "second rendezvous, restore and first step, as measured for the loss")
+                           f"trains on {nodes - 1} of {nodes} nodes (degraded), and the newcomer's join costs its "
+                           "measured join round, or where the runs had none a second rendezvous, restore and first "
+                           "step, as measured for the loss")
     policy, stall, lag = {}, {}, {}
     intervals = dict(intervals or {})
     for t in TIERS:
@@ -157,13 +163,16 @@ def build(measured: Measured, model: FailureModel, gpus: int, gpus_per_node: int
         "a failure costs one whole measured recovery of its class plus the work since the newest durable "
         "checkpoint of the tier that class restored from in the runs: "
         + ", ".join(f"{k} <- {t}" for k, t in sorted(restore.items())),
-        *(["a lost node is replaced at once (a spare or the scheduler) and joins in the survivors' own round: its "
-           "cost is the measured recovery, including the degraded time after it (--replace-after S models a "
-           "shrink and a later join)"] if replace_after_s is None else []),
+        *(["a lost node is replaced at once (a spare or the scheduler): its cost is the measured recovery, the "
+           f"replacement's join round where the runs had one ({measured.joins} of {len(measured.rows)} measured "
+           "recoveries), and the degraded time after it (--replace-after S models a shrink and a later join)"]
+          if replace_after_s is None else []),
+        *([f"speed between failures x{speed:.3f} of the step time above (measured: {speed_source})"]
+          if speed != 1.0 else []),
         "goodput_ci: 2.5th-97.5th percentile of the simulated jobs",
     ]
     spec = Spec(duration_s=days * 86400.0, causes=[c.name for c in causes],
                 rates_per_s=np.array([rates[c.name] / 3600.0 for c in causes]),
                 cause_class=[c.klass for c in causes], recoveries=recs, restore_tier=restore,
-                stall_s=stall, lag_s=lag, trajectories=trajectories, seed=seed)
+                stall_s=stall, lag_s=lag, trajectories=trajectories, seed=seed, speed=speed)
     return Plan(spec, policy, model, gpus, gpus_per_node, days, measured, assumptions, assume, replace_after_s)

@@ -39,6 +39,7 @@ class Spec:
     lag_s: dict[str, float]            # tier -> save time after the stall until durable
     trajectories: int = 1000
     seed: int = 0
+    speed: float = 1.0                 # training speed between failures / the step time's (a measured ratio)
 
 
 @dataclass
@@ -115,6 +116,6 @@ def simulate(spec: Spec, intervals: dict[str, np.ndarray]) -> Outcome:
         m = active & (cause == ci)
         count_by_cause[:, ci] = m.sum(1)
         down_by_cause[:, ci] = np.where(m, tot, 0.0).sum(1)
-    return Outcome(goodput=p / D, faultfree=(1.0 / infl).ravel(), stall_s=train_wall * (1.0 - 1.0 / infl),
+    return Outcome(goodput=p * spec.speed / D, faultfree=(1.0 / infl).ravel(), stall_s=train_wall * (1.0 - 1.0 / infl),
                    recompute_by_class={k: recompute[j] for j, k in enumerate(classes)},
                    down_by_phase=phases.sum(1), down_by_cause=down_by_cause, count_by_cause=count_by_cause)

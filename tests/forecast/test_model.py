@@ -157,9 +157,14 @@ def test_elastic_shrink_adds_the_shrunk_time_and_a_join_restart(tmp_path):
     model = FailureModel("x", "x", [Cause("c", "node_loss", per_node_day=1.0)])
     spare = build(m, model, 4, 1, 1).spec.recoveries["node_loss"][0]
     shrink = build(m, model, 4, 1, 1, replace_after_s=600).spec.recoveries["node_loss"][0]
-    assert shrink[1:4] == pytest.approx(2 * spare[1:4])              # the join: rendezvous, restore, first step again
-    assert shrink[4] == pytest.approx(spare[4] + 600 / 4)             # 1 of 4 nodes missing for 600 s
+    assert shrink[1:4] == pytest.approx(spare[1:4]) and spare[4] == 0
+    assert shrink[4] == pytest.approx(spare[1:4].sum())              # the join: rendezvous, restore, first step again
+    assert shrink[5] == pytest.approx(spare[5] + 600 / 4)             # 1 of 4 nodes missing for 600 s
     assert shrink[0] == spare[0]
+    # a run that measured its join round: that join is the newcomer's cost, not an assumed repeat
+    mj = load_runs([write_run(tmp_path, "j", make_result(phases=(0.1, 0.6, 0.2, 0.05), nodes=4, join=(5.0, 2.0, 0)))])
+    measured_join = build(mj, model, 4, 1, 1).spec.recoveries["node_loss"][0]
+    assert build(mj, model, 4, 1, 1, replace_after_s=600).spec.recoveries["node_loss"][0][4] == measured_join[4]
     with pytest.raises(ForecastError, match="--replace-after must be >= 0"):
         build(m, model, 4, 1, 1, replace_after_s=-1)
 
