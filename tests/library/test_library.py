@@ -33,6 +33,7 @@ STORIES = {
     "oom_worker": ({"memory_pressure"}, "memory"),
     "worker_error": ({"worker_error"}, "memory"),
     "gil_hang": ({"gil_hang"}, "memory"),
+    "lossy_network": ({"packet_fault"}, None),
     "silent_corruption": ({"corrupt_replica"}, "memory"),
     "rendezvous_name_failure": ({"dns_fault", "kill_worker"}, "memory"),
 }
