@@ -383,6 +383,15 @@ class Cluster(UpDown, abc.ABC):
         """Put back the node's resolver files exactly as they were before break_name."""
         raise UnsupportedFault(f"backend '{self.backend}' does not support restore_names (nor break_name)")
 
+    @primitive
+    def break_endpoint_name(self, node: str, name: str, mode: str, delay_s: float = 5.0) -> str:
+        """break_name for a name the harness hands the nodes (rendezvous | etcd | s3 | proxy). A backend
+        that gives them as host names implements it; none does yet."""
+        raise UnsupportedFault(f"backend '{self.backend}' does not support break_endpoint_name: its nodes are given "
+                               "the rendezvous endpoint, etcd, S3 and the proxy as IP addresses (or share the host's "
+                               "resolver), so no lookup of them can fail; on docker name a host the node resolves "
+                               "(node-0: the rank-0 node, whose name the workers' store is reached by)")
+
     def _end_throttle(self, node: str) -> None:
         loop = self._throttles.pop(node, None)
         if loop is None or loop.poll() is not None:

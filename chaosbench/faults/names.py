@@ -32,10 +32,17 @@ class DnsFault(Fault):
         mode: Literal["nxdomain", "wrong_address", "slow"]
         delay_s: float = Field(5.0, gt=0, le=25)   # slow: glibc waits at most 30 s for an answer
 
+    @classmethod
+    def needs_for(cls, params) -> frozenset[str]:
+        # the endpoint names are refused up front where the nodes get them as addresses (docker today)
+        brk = "break_endpoint_name" if params.name in ENDPOINT_NAMES else "break_name"
+        return frozenset({brk, "restore_names"})
+
     def _inject(self):
         node = self.pick_node(self.p.node)
         self.node = node
-        host = self.cluster.break_name(node, self.p.name, self.p.mode, self.p.delay_s)
+        brk = self.cluster.break_endpoint_name if self.p.name in ENDPOINT_NAMES else self.cluster.break_name
+        host = brk(node, self.p.name, self.p.mode, self.p.delay_s)
         self.target = f"{node}:{host}"
 
     def _heal(self):

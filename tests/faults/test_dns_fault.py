@@ -101,7 +101,19 @@ def test_local_says_why_and_which_backend_has_it():
 
 
 @pytest.mark.parametrize("name", ["rendezvous", "etcd", "s3", "proxy"])
-def test_docker_refuses_an_endpoint_it_gives_its_nodes_as_an_address(name):
+def test_an_endpoint_name_is_refused_up_front_where_nodes_get_it_as_an_address(name, tmp_path):
+    fault = type("F", (), {"id": "f1", "kind": "dns_fault", "params": {"name": name, "mode": "nxdomain"}})
+    for cls in (DockerCluster, LocalCluster):
+        assert missing_primitives([fault], cls.supported_faults)[0].startswith("f1 (dns_fault) needs break_endpoint_name")
+    cluster = RecordingCluster(tmp_path)
+    make_fault("dns_fault", {"node": "node-1", "name": name, "mode": "slow"}, cluster, tmp_path / "f.jsonl").inject()
+    assert cluster.calls == [("break_endpoint_name", ("node-1", name, "slow", 5.0))]
+    with pytest.raises(UnsupportedFault, match="break_endpoint_name: .*IP addresses.*node-0"):
+        DockerCluster.__new__(DockerCluster).break_endpoint_name("node-1", name, "nxdomain")
+
+
+@pytest.mark.parametrize("name", ["rendezvous", "etcd", "s3", "proxy"])
+def test_docker_break_name_itself_refuses_an_endpoint_it_gives_as_an_address(name):
     cluster = DockerCluster.__new__(DockerCluster)
     cluster._run_in_node = lambda *a, **k: pytest.fail("nothing may run in the node")
     with pytest.raises(UnsupportedFault, match=f"cannot break the name '{name}': .*IP address.*node-0"):
