@@ -199,20 +199,28 @@ def test_a_process_outside_the_launcher_tree_is_refused(tmp_path):
 
 def test_a_stopped_worker_that_ignores_sigterm_is_killed_after_the_stop_kill_delay(tmp_path):
     # torchrun's stop of a SIGSTOPped worker: SIGTERM stays pending; torchrun itself would SIGKILL only after 30 s
-    rc, out = _node(tmp_path, """
-        $WS run $JOB sleep 60 w.pid & c=$!
+    out = _stopped_by_sigkill(tmp_path, "$JOB sleep 60 w.pid", "kill -STOP $c $(cat w.pid)",
+                              {"TRAINER_STOP_KILL_AFTER_S": "1"})
+    assert "ignored SIGTERM" in out, out
+
+
+def _stopped_by_sigkill(tmp_path, worker: str, before: str, env: dict) -> str:
+    """Start `$WS run <worker>` (it writes its pid to w.pid), run `before`, SIGTERM the client: it must
+    end by SIGKILL 1-5 s later with its fork gone. Returns the node's output."""
+    rc, out = _node(tmp_path, f"""
+        $WS run {worker} & c=$!
         while [ ! -s w.pid ]; do sleep 0.05; done
-        kill -STOP $c $(cat w.pid)
+        {before}
         start=$(date +%s.%N)
         kill -TERM $c; wait $c; echo "client rc=$?"
         echo "took $(echo "$(date +%s.%N) - $start" | bc)"
         for i in $(seq 50); do kill -0 $(cat w.pid) 2>/dev/null || break; sleep 0.1; done
         kill -0 $(cat w.pid) 2>/dev/null && echo "fork alive" || echo "fork gone"
-    """, env={"TRAINER_STOP_KILL_AFTER_S": "1"})
+    """, env=env)
     assert "client rc=137" in out and "fork gone" in out, out
     took = float(next(line.split()[1] for line in out.splitlines() if line.startswith("took ")))
     assert 0.9 <= took < 5, out
-    assert "ignored SIGTERM" in out, out
+    return out
 
 
 def test_stop_watchdog_waits_out_the_delay_and_forgets_a_worker_that_ran_again():
@@ -247,18 +255,7 @@ def test_a_worker_hung_holding_the_gil_is_killed_after_the_force_delay(tmp_path)
         open(sys.argv[1], "w").write(str(os.getpid()))
         ctypes.PyDLL(None).sleep(60)       # PyDLL: the call keeps the GIL, so the handler never runs
     """))
-    rc, out = _node(tmp_path, f"""
-        $WS run {gil} w.pid & c=$!
-        while [ ! -s w.pid ]; do sleep 0.05; done
-        start=$(date +%s.%N)
-        kill -TERM $c; wait $c; echo "client rc=$?"
-        echo "took $(echo "$(date +%s.%N) - $start" | bc)"
-        for i in $(seq 50); do kill -0 $(cat w.pid) 2>/dev/null || break; sleep 0.1; done
-        kill -0 $(cat w.pid) 2>/dev/null && echo "fork alive" || echo "fork gone"
-    """, env={"TRAINER_STOP_FORCE_AFTER_S": "1"})
-    assert "client rc=137" in out and "fork gone" in out, out
-    took = float(next(line.split()[1] for line in out.splitlines() if line.startswith("took ")))
-    assert 0.9 <= took < 5, out
+    out = _stopped_by_sigkill(tmp_path, f"{gil} w.pid", "", {"TRAINER_STOP_FORCE_AFTER_S": "1"})
     assert "did not stop 1s after SIGTERM" in out, out
 
 
