@@ -89,7 +89,6 @@ class DockerCluster(Cluster):
         from chaosbench.cluster.innode import kernel_has_netem   # the nodes share the host's kernel
         return frozenset() if kernel_has_netem() else frozenset({"netem_link"})
 
-
     def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
                  gpus: bool | None = None):
         validate(spec)
