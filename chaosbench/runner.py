@@ -27,6 +27,7 @@ from chaosbench.cluster.lifecycle import UpDown
 from chaosbench.evidence.collect import collect_evidence, inventory_at
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.faults.capabilities import missing_primitives, needs_of
+from chaosbench.faults.inprocess import is_cooperative
 from chaosbench.observer import EventTail, Progress
 from chaosbench.recheck import apply_fault_verdicts, verdict_of
 from chaosbench.result import ClusterShape, FaultRecord, RunResult, ScenarioRef, write_run
@@ -234,7 +235,7 @@ class Runner:
     def _cooperative_times(self, h: History) -> None:
         """A cooperative fault happened when the job fired it (fault_fired), not when it was delivered."""
         for fid, rec in self.records.items():
-            if not getattr(get_fault(rec.type), "cooperative", False):
+            if not is_cooperative(rec.type):
                 continue
             fired = next((w for w in h.faults if w.id == fid), None)
             if fired is not None:

@@ -8,8 +8,7 @@ checkpoint was saved at a step whose digests agreed. The digest rides on the ste
 """
 from __future__ import annotations
 
-import torch.distributed as dist
-
+from trainer.checkpoint import agreement
 from trainer.errors import ReplicaDivergenceError
 
 TIERS = ("memory", "nvme", "s3")
@@ -25,8 +24,7 @@ def digest_due(ckpt_cfg, step: int) -> bool:
 def verify(step: int, digest: str, emit) -> None:
     """Collective: raise ReplicaDivergenceError (after a `replica_divergence` event) when any rank's
     digest differs from the others."""
-    digests = [None] * dist.get_world_size()
-    dist.all_gather_object(digests, digest)
+    digests = agreement.gather(digest)
     if len(set(digests)) == 1:
         return
     by_rank = {str(r): d for r, d in enumerate(digests)}

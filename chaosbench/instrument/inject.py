@@ -20,6 +20,7 @@ import time
 import weakref
 
 from .digest import digest, flip_bits
+from .writer import _env_int
 
 FAULTS = ("worker_error", "gil_hang", "corrupt_replica")
 CUDA_ERROR = ("CUDA error: an illegal memory access was encountered\nCUDA kernel errors might be asynchronously "
@@ -339,13 +340,6 @@ _injector: Injector | None = None
 _key: tuple | None = None
 
 
-def _rank() -> int:
-    try:
-        return int(os.environ.get("RANK", 0))
-    except ValueError:
-        return 0
-
-
 def fault_point(step: int) -> None:
     """Fire the cooperative faults due at `step` for this rank. A no-op without $CHAOSBENCH_EVENTS_DIR."""
     global _injector, _key
@@ -355,7 +349,7 @@ def fault_point(step: int) -> None:
     key = (os.getpid(), events_dir, os.environ.get("CHAOSBENCH_RUN_ID", ""), os.environ.get("RANK"))
     if key != _key:   # first call, a forked child, or (tests) another environment
         from . import emit
-        _injector, _key = Injector(events_dir, key[2], _rank(), emit), key
+        _injector, _key = Injector(events_dir, key[2], _env_int("RANK", 0), emit), key
     try:
         due = _injector.poll(int(step))
     except Exception as e:   # a reader bug must not stop training

@@ -18,11 +18,7 @@ def test_digests_are_due_at_every_save_step_of_any_tier_and_never_when_off():
 
 
 def _world(monkeypatch, digests):
-    monkeypatch.setattr(replicas.dist, "get_world_size", lambda: len(digests))
-
-    def gather(out, mine):
-        out[:] = digests
-    monkeypatch.setattr(replicas.dist, "all_gather_object", gather)
+    monkeypatch.setattr(replicas.agreement, "gather", lambda mine: list(digests))
 
 
 def test_agreeing_digests_pass_silently(monkeypatch):
