@@ -7,11 +7,21 @@ listed fails CI. Remove an entry once its cause is fixed.
 from __future__ import annotations
 
 import os
+import signal
 
 import pytest
 
+# A run started in the background of a non-interactive shell (`cmd &`, nohup) inherits SIGINT
+# ignored, and so would every process the tests start: the Ctrl-C tests would then time out
+# instead of testing anything. Restore Python's own handler; children get the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 # nodeid suffix -> why a second attempt is allowed
 KNOWN_FLAKY = {
+    "tests/services/test_etcd_server.py::test_lifecycle_restart_keeps_data_pause_resume":
+        "a SIGSTOPped etcd answered /health once in a fresh-clone -n 2 run (2026-11-24), 0 of 12 runs alone; "
+        "cause not established: the assertion now prints the process state and the answer",
     "tests/rendezvous/test_etcd_v3_backend.py::test_hung_etcd_gives_a_clear_error":
         "its etcd hang is timed on a 2-core machine shared by two test workers (one rerun seen, then 8/8 alone)",
     "tests/byo/test_verdicts.py::test_a_job_that_hangs_after_node_loss_is_reported_stuck_in_its_phase":

@@ -86,11 +86,14 @@ def _backend_faults_table() -> Table:
     from chaosbench.faults.capabilities import support_table
     backends = backend_primitives()
     t = Table(title="faults per backend (yes: supported here; only p=v: just those parameter values)")
-    t.add_column("fault")
+    t.add_column("fault", no_wrap=True)   # a fault's name is what users grep for: never cut it
     for b in backends:
-        t.add_column(b)
+        t.add_column(b, overflow="fold")
     for name, cells in support_table(backends):
         t.add_row(name, *cells)
+    from chaosbench.cluster.innode import netem_mechanism   # docker nodes share this host's kernel
+    t.caption = (f"packet_fault's delay / jitter / duplicate / corrupt / reorder on docker here: by "
+                 f"{netem_mechanism() or 'nothing (refused)'}")
     return t
 
 

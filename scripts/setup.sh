@@ -9,12 +9,26 @@ SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 need=()
 command -v etcd >/dev/null        || need+=(etcd-server etcd-client)
 command -v debootstrap >/dev/null || need+=(debootstrap)
-command -v chromium >/dev/null    || need+=(chromium)
+# chromium (356 MB installed) only for the test command's report browser tests: the main job never runs it
+[ "${1:-}" != "--slurm" ] || command -v chromium >/dev/null || need+=(chromium)
 command -v iptables >/dev/null    || need+=(iptables)
+command -v fusermount3 >/dev/null || need+=(fuse3)          # disk_fault's FUSE layer on the local backend
+ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || need+=(libfaketime)   # clock_skew, local backend
+command -v cc >/dev/null          || need+=(gcc libc6-dev)   # clock_skew builds its libfaketime fix (clockfix.c)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing system packages: ${need[*]}"
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${need[@]}"
+fi
+
+images=0
+if [ "${CHAOSBENCH_SKIP_IMAGES:-0}" != 1 ] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+  images=1
+  # the base image (debootstrap, network-bound) needs no venv: build it while pip fills .venv
+  base_log=$(mktemp -t chaosbench-setup-base.XXXXXX)
+  python3 -m chaosbench.cluster.images base > "$base_log" 2>&1 &
+  base_pid=$!
+  trap 'kill "$base_pid" 2>/dev/null; rm -f "$base_log"' INT TERM
 fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
@@ -26,7 +40,10 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*; touch "$stamp"
 fi
 
-if [ "${CHAOSBENCH_SKIP_IMAGES:-0}" != 1 ] && command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+if [ "$images" = 1 ]; then
+  # a failed early base build is not fatal: `build` below retries it and reports its error
+  wait "$base_pid" || { echo "setup: the early base image build failed (retrying):"; tail -5 "$base_log"; }
+  trap - INT TERM; rm -f "$base_log"
   .venv/bin/python -m chaosbench.cluster.images build
   # the Slurm test cluster's image (tests/slurm) only for the test command (`setup.sh --slurm`):
   # the main job does not use it. Built here rather than inside a test's time limit.

@@ -12,7 +12,8 @@ Three roles, all in this stdlib-only module so the client itself starts fast:
         -m trainer.warm_start run -m trainer.train --config ...
 
   node    the node launcher: binds an abstract unix socket, starts `serve` on it (it dies with the
-          agent: PR_SET_PDEATHSIG), then execs torchrun.
+          agent: PR_SET_PDEATHSIG), then execs torchrun. With `--go FILE` it first waits for FILE,
+          torch imported meanwhile: nodes start with the cluster, training on a signal (node()).
   serve   (on the socket `node` bound) imports torch & co, then forks one child per request.
   run     what torchrun starts as the worker: sends argv, env, cwd and its stdin/stdout/stderr to the
           server, forwards every signal torchrun sends to the forked child and exits with its status
@@ -86,10 +87,16 @@ def _warm_boto3() -> None:
         _log(f"warming boto3: {exc}")
 
 
-def node(argv: list[str], preload: str, stop_kill_after: str) -> None:
+def node(argv: list[str], preload: str, stop_kill_after: str, go: str = "") -> None:
     """Bind the socket, start the server as our child, then become torchrun (the server dies with us).
 
-    Binding here, before torchrun exists, means no worker can ever find the socket missing."""
+    Binding here, before torchrun exists, means no worker can ever find the socket missing.
+
+    With `go` (a file), the node was started with its cluster, before the run: it waits for the file,
+    then goes (a node restarted later finds it and goes at once). When the launcher is torchrun on this
+    interpreter, this process imports it while the run has not started yet, the server is a fork of it
+    (torch imported once per node, not twice: the nodes share a few cores), and on the go signal
+    torchrun runs here -- same pid, process tree and env as the exec it replaces."""
     if not argv:
         raise SystemExit("warm_start node: give the launcher command after --")
     name = f"chaosbench-warm-{uuid.uuid4().hex[:16]}"
@@ -97,6 +104,7 @@ def node(argv: list[str], preload: str, stop_kill_after: str) -> None:
     listener.bind(_address(name))
     listener.listen(64)                       # workers may queue while the server imports torch
     os.environ[SOCKET_ENV] = name
+    in_process = bool(go) and _torchrun_here(argv)
     parent = os.getpid()
     sys.stdout.flush(); sys.stderr.flush()
     if os.fork() == 0:
@@ -105,6 +113,8 @@ def node(argv: list[str], preload: str, stop_kill_after: str) -> None:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
             if os.getppid() != parent:        # the launcher died before prctl took effect
                 os._exit(0)
+            if in_process:                    # torch is imported: serve from this fork
+                serve(listener.detach(), preload, float(stop_kill_after))
             fd = listener.detach()
             os.set_inheritable(fd, True)
             os.execv(sys.executable, [sys.executable, "-m", "trainer.warm_start", "serve",
@@ -113,7 +123,29 @@ def node(argv: list[str], preload: str, stop_kill_after: str) -> None:
         finally:
             os._exit(127)
     listener.close()
+    while go and not os.path.exists(go):
+        time.sleep(0.02)
+    if in_process:
+        import runpy
+        sys.argv = [argv[2], *argv[3:]]
+        runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+        sys.exit(0)
     os.execvp(argv[0], argv)
+
+
+def _torchrun_here(argv: list[str]) -> bool:
+    """The launcher is `python -m torch.distributed.run` on this interpreter, and its imports are done."""
+    import shutil
+    found = shutil.which(argv[0])
+    if argv[1:3] != ["-m", "torch.distributed.run"] or not found or \
+            os.path.realpath(found) != os.path.realpath(sys.executable):
+        return False
+    try:
+        import torch.distributed.launcher.api  # noqa: F401  (what torchrun imports; it runs from it later)
+    except ImportError as exc:
+        _log(f"pre-importing the launcher: {exc}; it starts cold")
+        return False
+    return True
 
 
 # -- serve -------------------------------------------------------------------------------------
@@ -457,7 +489,7 @@ def _wait_gone(pid: int) -> None:
     sel.select()
 
 
-USAGE = """usage: python -m trainer.warm_start node [--preload MODS] [--stop-kill-after S] -- LAUNCHER ARGV...
+USAGE = """usage: python -m trainer.warm_start node [--preload MODS] [--stop-kill-after S] [--go FILE] -- LAUNCHER ARGV...
        python -m trainer.warm_start serve --fd N [--preload MODS] [--stop-kill-after S]   (started by node)
        python -m trainer.warm_start run [--ready-timeout S] [--] PYTHON ARGV...   (e.g. -m trainer.train --config ...)"""
 
@@ -483,8 +515,9 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     role, rest = (argv[0], argv[1:]) if argv else ("", [])
     if role == "node":
-        opts, command = _options(rest, {"--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after()})
-        node(command, opts["--preload"], opts["--stop-kill-after"])
+        opts, command = _options(rest, {"--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after(),
+                                        "--go": ""})
+        node(command, opts["--preload"], opts["--stop-kill-after"], opts["--go"])
     elif role == "serve":
         opts, _ = _options(rest, {"--fd": "", "--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after()})
         if not opts["--fd"].isdigit():

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from chaosbench.jsonl import read_jsonl
+from chaosbench.observer.received import RECEIPTS, correct
 from chaosbench.observer.tail import read_events
 
 Incarnation = tuple[str, int, int, int]   # (node, local_rank, pid, generation): one worker process lifetime
@@ -45,6 +46,9 @@ class History:
     scenario: dict[str, Any] = field(default_factory=dict)   # scenario.yaml as run (raw); {}: none stored
     # cooperative faults (faults/inprocess.py) delivered but never carried out: id -> why
     unfired: dict[str, str] = field(default_factory=dict)
+    # node -> its clock skew as the harness measured it (observer/received.py); events of a node beyond
+    # the threshold carry the corrected `ts` (their own stamp in `ts_node`)
+    clock_skew: dict[str, dict] = field(default_factory=dict)
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
@@ -53,6 +57,8 @@ class History:
         rejected: list[str] = []
         h = cls(events=_without_duplicate_steps(read_events(run_dir / "events", rejected))
                 if (run_dir / "events").is_dir() else [], rejected_lines=rejected)
+        if (run_dir / RECEIPTS).is_file():   # order and time events by what the harness saw (clock skew)
+            h.clock_skew = correct(h.events, run_dir / "events", run_dir / RECEIPTS)
         h.faults = fault_windows(read_jsonl(run_dir / "faults.jsonl"))
         h.resolve_cooperative()
         h.agent_events = sorted((e for p in sorted((run_dir / "events").glob("agent-*.jsonl"))

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from chaosbench.cluster import innode
+from chaosbench.cluster import innode, nfqueue_link
 from chaosbench.cluster.innode import FILL_FILE  # noqa: F401  (re-exported: the backends' fill ballast)
 from chaosbench.cluster.lifecycle import UpDown, track, untrack
 from chaosbench.reference_trainer import DEFAULT_CONFIG
@@ -59,6 +59,12 @@ class ClusterSpec:
     spare_nodes: int = 0             # nodes beyond torchrun's max_nodes add_node may run (hot spares); torch 2.15's
                                      # rendezvous livelocks with them (docs/recovery.md), so 0 unless you test that
     warm_start: bool = True          # reference trainer: workers fork from a node-local server with torch imported
+    # every process of each node's training runs under libfaketime reading its node's control file
+    # (innode_clock.py) from the node's start; set when the scenario has a clock_skew (faults/clocks.py)
+    fake_clock: bool = False
+    # node -> {'tiers': ['nvme', 'memory'], 'writeback': bool}: where the disk layer (disk_layer.py) is mounted
+    # from each start of the node; set from the scenario's faults (faults/disks.py:disk_layers)
+    disk_layers: dict[str, dict] = field(default_factory=dict)
 
 
     @property
@@ -69,6 +75,20 @@ class ClusterSpec:
 def project_name(run_id: str) -> str:
     """A name unique per cluster (compose project, shm/scratch dirs, Slurm job name): run id + random."""
     return f"cb{re.sub(r'[^a-z0-9]+', '', run_id.lower())[:20]}{uuid.uuid4().hex[:8]}"
+
+
+# why a backend without the disk layer's hook (_disk_tiers_in_node) refuses disk faults
+DISK_LAYER_WHY = dict.fromkeys(("fault_disk", "heal_disk", "disk_stats"), (
+    "no disk layer: disk_fault and lose_unsynced_writes need a FUSE layer mounted over the node's tier from the "
+    "node's start (docker: /dev/fuse and CAP_SYS_ADMIN in the node; local: root, /dev/fuse, fusermount3 and "
+    "mfusepy on this host); Slurm nodes' directories are the site's; use the docker backend"))
+# why a backend without the clock hook (_clock_file) refuses clock faults
+CLOCK_WHY = dict.fromkeys(("skew_clock", "restore_clock"), (
+    "no clock control: clock_skew needs every process of the node's training started under libfaketime with a "
+    "control file the harness rewrites (docker and local have it; the Slurm backend does not start its nodes "
+    "under the preload, and a site's hosts may not have libfaketime); use the docker or local backend"))
+# a primitive's reason where the backend lacks the hook it is built on (a backend's own reason wins)
+MISSING_HOOK_WHY = {**DISK_LAYER_WHY, **CLOCK_WHY}
 
 
 def primitive(fn=None, *, via: str | tuple[str, ...] = ()):
@@ -107,6 +127,9 @@ class Cluster(UpDown, abc.ABC):
     torn_down: bool = False
     #: primitive -> why this backend cannot do it (said by UnsupportedFault)
     unsupported_why: dict[str, str] = {}
+    #: what netem_link carries delay / jitter / duplicate / corrupt / reorder with: 'netem' (a qdisc) or
+    #: 'nfqueue' (the in-node handler, innode_nfqueue.py, where the nodes' kernel has no sch_netem)
+    netem_mechanism: str | None = "netem"
     #: fill_nvme refuses unless this node directory is its own filesystem (None: no such check)
     fill_guard: str | None = None
     #: where etcd, S3 and the proxy are once up: an object with .proxy_api and .s3_endpoint
@@ -115,6 +138,8 @@ class Cluster(UpDown, abc.ABC):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls.supported_faults = cls.implemented_faults() - cls.withheld()
+        missing = {k: v for k, v in MISSING_HOOK_WHY.items() if k not in cls.supported_faults}
+        cls.unsupported_why = {**missing, **cls.unsupported_why}   # a backend's own reason wins
 
     @classmethod
     def implemented_faults(cls) -> frozenset[str]:
@@ -371,6 +396,47 @@ class Cluster(UpDown, abc.ABC):
         """Restore the node's own memory limit; {'oom_kills': kills since squeeze_memory (None: unknown)}."""
         raise UnsupportedFault(f"backend '{self.backend}' does not support release_memory (nor squeeze_memory)")
 
+    def _clock_file(self, node: str) -> tuple[Path, dict[str, str]]:
+        """The node's clock control file on the host (the harness writes it) and the preload env its
+        processes carry (innode_clock.preload_env, with the paths as the node sees them)."""
+        self._unsupported("skew_clock")
+
+    @primitive(via=("_clock_file", "_run_in_node"))
+    def skew_clock(self, node: str, text: str, expect_s: float) -> dict:
+        """Set the node's wall-clock offset (libfaketime's spec: "+30 x1", "+0 x1.0001"); a fresh preloaded
+        process on the node must then read the wall clock expect_s from the real one (within 1 s).
+        Returns {'seen_offset_s'} (None: the node is not running; the file is what its next start reads)."""
+        from chaosbench.cluster import innode_clock
+        self._check_node(node)
+        if not self.spec.fake_clock:
+            raise ClusterError(f"{node} runs without the libfaketime preload: it is set from the node's start "
+                               "when the scenario has a clock_skew (ClusterSpec.fake_clock)")
+        host, env = self._clock_file(node)
+        innode_clock.write(host, text)
+        if self.node_status(node) != "running":
+            return {"seen_offset_s": None}
+        seen = float(self._run_in_node(node, innode_clock.SEEN_OFFSET, env["FAKETIME_TIMESTAMP_FILE"],
+                                       env["LD_PRELOAD"], timeout=60).strip())
+        if abs(seen - expect_s) > 1.0:
+            raise ClusterError(f"{node}: after writing {text!r} to {host}, a preloaded process reads the wall "
+                               f"clock {seen:+.3f} s from the real one, not {expect_s:+g} s")
+        return {"seen_offset_s": round(seen, 3)}
+
+    @primitive
+    def skew_monotonic(self, node: str) -> None:
+        """clock_skew with clocks: all (CLOCK_MONOTONIC moved as well). No backend has it."""
+        raise UnsupportedFault(
+            f"backend '{self.backend}' does not support skew_monotonic (clocks: all): libfaketime 0.9.10 (the node "
+            "images') fakes CLOCK_MONOTONIC as the wall clock, and Python 3.11's timed waits then never return "
+            "(threading.Event().wait(0.2) hung); time namespaces (unshare --time) offset it only for processes "
+            "started after the fault, never the running trainer. Use clocks: realtime (what an NTP step moves)")
+
+    @primitive(via=("_clock_file", "_run_in_node"))
+    def restore_clock(self, node: str) -> dict:
+        """Write "+0 x1" back and verify that a preloaded process on the node reads real time (within 1 s)."""
+        from chaosbench.cluster.innode_clock import NO_SKEW
+        return self.skew_clock(node, NO_SKEW, 0.0)
+
     @primitive
     def break_name(self, node: str, name: str, mode: str, delay_s: float = 5.0) -> str:
         """Make `name` (rendezvous | etcd | s3 | proxy, or a host name) fail to resolve on `node` only
@@ -458,8 +524,8 @@ class Cluster(UpDown, abc.ABC):
 
     @primitive(via="_link_targets")
     def netem_link(self, node: str, spec: dict) -> dict:
-        """degrade_link plus delay / jitter / duplicate / corrupt / reorder by a netem qdisc under our
-        htb class (needs sch_netem in the node's kernel; withheld where it is missing)."""
+        """degrade_link plus delay / jitter / duplicate / corrupt / reorder: by a netem qdisc under our htb
+        class, or where the kernel has no sch_netem by the NFQUEUE handler (netem_mechanism)."""
         return self._degrade(node, spec, netem=True)
 
     @primitive(via="_link_targets")
@@ -467,19 +533,64 @@ class Cluster(UpDown, abc.ABC):
         """Remove our chain and qdisc from the node; fails loudly if any of it is left."""
         self._check_node(node)
         self._run_in_node(node, innode.RESTORE_LINK, self._link_targets(node, "data", None)[0])
+        nfqueue_link.reap(self, node)
 
     def _degrade(self, node: str, spec: dict, netem: bool) -> dict:
         self._check_node(node)
         dev, targets = self._link_targets(node, spec.get("to") or "data", spec.get("peer"))
         if not targets:
             raise ClusterError(f"degrade_link {node}: no address to degrade (to={spec.get('to')}, peer={spec.get('peer')})")
-        loss, rate, args = spec.get("loss_pct"), spec.get("rate_kbit"), netem_args(spec) if netem else ""
+        via = self.netem_mechanism if netem else None
+        loss, rate, args = spec.get("loss_pct"), spec.get("rate_kbit"), netem_args(spec) if via == "netem" else ""
         mechanism = {**({"loss_pct": "iptables statistic"} if loss else {}),
                      **({"rate_kbit": "htb"} if rate else {}),
-                     **{k: "netem" for k in NETEM_FIELDS if netem and spec.get(k)}}
-        self._run_in_node(node, innode.DEGRADE_LINK, dev, f"{loss / 100:.6f}" if loss else "-",
-                          str(max(1, round(rate))) if rate else "-", args or "-", *targets)
+                     **{k: via for k in NETEM_FIELDS if via and spec.get(k)}}
+        queue = nfqueue_link.start(self, node, {k: spec[k] for k in NETEM_FIELDS if spec.get(k)}) \
+            if via == "nfqueue" else "-"
+        try:
+            self._run_in_node(node, innode.DEGRADE_LINK, dev, f"{loss / 100:.6f}" if loss else "-",
+                              str(max(1, round(rate))) if rate else "-", args or "-", queue, *targets)
+        except ClusterError:
+            if queue != "-":   # the handler runs already: stop it with whatever rules went in
+                self.restore_link(node)
+            raise
         return {"targets": targets, "mechanism": mechanism}
+
+    def _disk_tiers_in_node(self, node: str) -> dict[str, str]:
+        """tier -> directory of the node's tiers under the disk layer (disk_layer.py), mounted at each start
+        of the node where spec.disk_layers asks for it."""
+        self._unsupported("fault_disk")
+
+    def _disk_args(self, node: str) -> list[str]:
+        """disk_layer.py's leading arguments for this node (local nodes: their own control directory)."""
+        return []
+
+    def _disk_tier(self, node: str, tier: str) -> None:
+        self._check_node(node)
+        if tier not in self._disk_tiers_in_node(node):
+            raise ClusterError(f"{node} runs no disk layer over its {tier} tier (spec.disk_layers: "
+                               f"{self.spec.disk_layers.get(node)}); the scenario's faults decide where it runs")
+
+    @primitive(via=("_run_in_node", "_disk_tiers_in_node"))
+    def fault_disk(self, node: str, tier: str, fault: dict) -> dict:
+        """Make the node's disk layer over `tier` inject `fault` ({op, errno, probability, latency_ms,
+        bitflip_on_read}); returns once the layer took it, with the layer's stats."""
+        import json
+        self._disk_tier(node, tier)
+        return json.loads(self._run_in_node(node, innode.DISK_LAYER, *self._disk_args(node), "control", tier,
+                                            json.dumps(fault), timeout=30))
+
+    @primitive(via=("_run_in_node", "_disk_tiers_in_node"))
+    def heal_disk(self, node: str, tier: str) -> dict | None:
+        """Clear the layer's fault, verified (the layer acknowledges none active); what it injected meanwhile."""
+        return self.fault_disk(node, tier, {})
+
+    @primitive(via=("_run_in_node", "_disk_tiers_in_node"))
+    def disk_stats(self, node: str, tier: str) -> dict:
+        """The layer's counts and what it holds unsynced (writeback mode)."""
+        import json
+        self._disk_tier(node, tier)
+        return json.loads(self._run_in_node(node, innode.DISK_LAYER, *self._disk_args(node), "stats", tier, timeout=30))
 
     @primitive(via="_nvme_in_node")
     def fill_nvme(self, node: str, percent: float = 100.0) -> None:

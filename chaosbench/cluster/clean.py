@@ -4,7 +4,8 @@ What is ours: docker containers, networks and volumes labelled with a chaosbench
 carrying CHAOSBENCH_OWNER, shm dirs and loop-mounted NVMe disks with an owner file, loop devices
 backed by our disk images, Slurm jobs named chaosbench-* whose owner (their comment) is gone, where
 Slurm's commands are reachable ($CHAOSBENCH_SLURM_LOGIN or sbatch on PATH). iptables rules and qdiscs exist only inside node containers' network
-namespaces (partition, packet_fault) and go with them. An owner on another host cannot be checked from here, so a plain clean keeps (and
+namespaces (partition, packet_fault) and go with them, as do the disk layers' FUSE mounts in their
+mount namespaces (disk_fault); a layer mounted on this host whose daemon died is unmounted lazily. An owner on another host cannot be checked from here, so a plain clean keeps (and
 lists) its things; `--all` removes them too.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import signal
 import socket
 from pathlib import Path
 
-from chaosbench.cluster import loopfs, proctree
+from chaosbench.cluster import disk_layer, loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
 
 SHM_ROOT = Path("/dev/shm")   # local nodes' memory tier: chaosbench-<project>/<node>, with an owner file
@@ -92,6 +93,7 @@ def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list
         _docker(everything, removed, kept)
     _slurm(everything, removed)
     removed["loop disks"] = loopfs.sweep(everything)
+    removed["disk layer mounts"] = disk_layer.sweep_dead()   # on the host: a dead daemon's FUSE mount
     removed["loop devices"] = loopfs.stale_loops(everything)
     if loopfs.ROOT.exists() and not everything:
         for base in loopfs.ROOT.iterdir():

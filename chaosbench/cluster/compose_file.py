@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.base import ClusterError, ClusterSpec
 from chaosbench.cluster.images import REPO, SOURCE_MOUNT
-from chaosbench.cluster.launch import S3_BUCKET, hosts_store, node_plan
+from chaosbench.cluster.innode_clock import CLOCK_DIR_IN_NODE, node_clock
+from chaosbench.cluster.launch import S3_BUCKET, gated, hosts_store, node_plan
 
 LABEL_PREFIX = "io.chaosbench"
 ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
@@ -22,6 +23,7 @@ ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
 PROXY_ETCD_PORT, PROXY_S3_PORT = 2379, 5000
 EVENTS_IN_NODE, NVME_IN_NODE, MEMORY_IN_NODE = "/chaosbench/events", "/nvme", "/dev/shm/chaosbench"
 WORKDIR_IN_NODE = "/workspace"   # the user's project (trainer.workdir), read-only
+CONTROL_IN_NODE, GO_FILE = "/chaosbench/control", "go"   # the run's go signal (launch.gated), read-only
 SERVICES = ("etcd", "toxiproxy", "s3")
 
 
@@ -36,6 +38,7 @@ class ComposePlan:
     gpus: bool = False
     toxiproxy_image: str | None = None   # a real Toxiproxy image instead of ours
     source_dir: str = str(REPO)           # host checkout mounted read-only into our containers
+    control_host_dir: str | None = None   # nodes wait for its GO_FILE (None: they start training at once)
 
     def ip(self, name: str) -> str:
         hosts = list(self.subnet.hosts())
@@ -74,14 +77,26 @@ def _service(plan: ComposePlan, name: str, role: str, command: list[str], image:
     return svc
 
 
+def clock_of(plan: ComposePlan, node: str):
+    """The node's clock control file on the host and its libfaketime preload env (innode_clock.py)."""
+    from pathlib import Path
+    return node_clock(Path(plan.events_host_dir).parent, node, CLOCK_DIR_IN_NODE, SOURCE_MOUNT)
+
+
 def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
     s3_url = f"http://{plan.ip('toxiproxy')}:{PROXY_S3_PORT}"
     user_image = spec.trainer_image
+    clock = clock_of(plan, node) if spec.fake_clock else None
     p = node_plan(spec, node, python="python3" if user_image else "python", rdzv_endpoint=rdzv_endpoint(plan, spec),
                   s3_url=s3_url, events_dir=EVENTS_IN_NODE, nvme_dir=NVME_IN_NODE, memory_dir=MEMORY_IN_NODE,
-                  workdir=WORKDIR_IN_NODE if spec.workdir else None)
+                  workdir=WORKDIR_IN_NODE if spec.workdir else None, clock_env=clock[1] if clock else None)
     volumes = [f"{plan.events_host_dir}:{EVENTS_IN_NODE}"]
-    env = dict(p.env)
+    if clock:   # the clock control file, rewritten by the harness on the host (clock_skew)
+        volumes.append(f"{clock[0].parent}:{CLOCK_DIR_IN_NODE}:ro")
+    env, argv = dict(p.env), p.argv
+    if plan.control_host_dir:   # created with the cluster, training on the go signal
+        volumes.append(f"{plan.control_host_dir}:{CONTROL_IN_NODE}:ro")
+        argv = gated(argv, f"{CONTROL_IN_NODE}/{GO_FILE}")
     if spec.workdir:
         volumes.append(f"{spec.workdir}:{WORKDIR_IN_NODE}:ro")
     if user_image:   # the user's image has no chaosbench installed: the node watcher and
@@ -102,9 +117,31 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
         extra["tmpfs"] = tmpfs
     if p.cwd:
         extra["working_dir"] = p.cwd
+    argv = with_disk_layer(spec, node, argv, extra)
     # compose interpolates $VAR in the file: `$$` keeps a literal `$` for the node's shell (PREPARE's
     # "$CHAOSBENCH_CHECKPOINT_DIR", a user's "$HOME" argument, a progress regex ending in `$`)
-    return _service(plan, node, "node", [a.replace("$", "$$") for a in p.argv], image=user_image, **extra)
+    return _service(plan, node, "node", [a.replace("$", "$$") for a in argv], image=user_image, **extra)
+
+
+def with_disk_layer(spec: ClusterSpec, node: str, argv: list[str], extra: dict) -> list[str]:
+    """The node command behind the disk layer's `start` (mounted over the node's tiers at each start of the
+    container, before its launcher) where spec.disk_layers asks for it: FUSE needs /dev/fuse and
+    CAP_SYS_ADMIN in the node (and no AppArmor confinement where the host has AppArmor). Its control
+    directory is in the container's own filesystem: a fault outlives a restart of the node, as a bad
+    disk does (bitflip_on_read's restore after kill_all needs that)."""
+    layer = spec.disk_layers.get(node)
+    if not layer:
+        return argv
+    if spec.trainer_image:
+        raise ClusterError(f"{node}: disk faults need the disk layer, which runs with the node image's python "
+                           f"(mfusepy); trainer.image {spec.trainer_image!r} has neither: drop trainer.image")
+    tiers = {"nvme": NVME_IN_NODE, "memory": MEMORY_IN_NODE}
+    extra["cap_add"] = [*extra.get("cap_add", []), "SYS_ADMIN"]
+    extra["devices"] = ["/dev/fuse"]
+    if os.path.exists("/sys/kernel/security/apparmor"):
+        extra["security_opt"] = ["apparmor:unconfined"]
+    from chaosbench.cluster.disk_layer import start_argv
+    return start_argv("python", f"{SOURCE_MOUNT}/chaosbench/cluster/disk_layer.py", layer, tiers, argv)
 
 
 def render(plan: ComposePlan, spec: ClusterSpec, nodes: list[str]) -> dict:

@@ -16,12 +16,13 @@ from pathlib import Path
 from chaosbench.cluster import docker_memory, images, loopfs
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
-from chaosbench.cluster.compose_file import (ETCD_PORT, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
-                                             PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, dump,
+from chaosbench.cluster.compose_file import (MEMORY_IN_NODE, ETCD_PORT, GO_FILE, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
+                                             PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, clock_of, dump,
                                              rdzv_endpoint, render, render_gpu_override)
 from chaosbench.cluster.docker_cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
 from chaosbench.cluster.host_services import ServiceEndpoints
 from chaosbench.cluster import innode
+from chaosbench.cluster.disk_layer import CONTROL_DIR as DISK_CONTROL_DIR
 from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import validate
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
@@ -76,8 +77,8 @@ def check_trainer_image(image: str, rendezvous: str) -> None:
                            f"trainer.image to use chaosbench's node image")
 
 
-NO_NETEM = ("no sch_netem on this kernel; loss_pct and rate_kbit work here (delay, jitter, duplicate, corrupt "
-            "and reorder need netem)")
+NO_NETEM = ("neither sch_netem nor nfnetlink_queue + the NFQUEUE target on this kernel; loss_pct and rate_kbit "
+            "work here (delay, jitter, duplicate, corrupt and reorder need one of them)")
 
 
 class DockerCluster(Cluster):
@@ -86,8 +87,11 @@ class DockerCluster(Cluster):
 
     @classmethod
     def withheld(cls) -> frozenset[str]:
-        from chaosbench.cluster.innode import kernel_has_netem   # the nodes share the host's kernel
-        return frozenset() if kernel_has_netem() else frozenset({"netem_link"})
+        return frozenset() if innode.netem_mechanism() else frozenset({"netem_link"})
+
+    @property
+    def netem_mechanism(self) -> str | None:   # the nodes share the host's kernel
+        return innode.netem_mechanism()
 
     def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
                  gpus: bool | None = None):
@@ -114,7 +118,7 @@ class DockerCluster(Cluster):
         self.compose_dir.mkdir(parents=True, exist_ok=True)
         self.plan = ComposePlan(
             project=self.project, image=image, subnet=_pick_subnet(), owner=owner_mod.token(),
-            events_host_dir=str(self.run_dir / "events"),
+            events_host_dir=str(self.run_dir / "events"), control_host_dir=str(self._control_dir()),
             gpus=_gpus_available() if self._gpus is None else self._gpus,
             toxiproxy_image=self._toxiproxy_image or os.environ.get("CHAOSBENCH_TOXIPROXY_IMAGE") or None)
         for node in self._nodes:
@@ -122,7 +126,9 @@ class DockerCluster(Cluster):
         self._write_files()
         for attempt in range(3):
             try:
-                compose(self.project, self._files, "up", "-d", "--no-recreate", *SERVICES, timeout=300)
+                # the nodes too: they start now, next to the services, and wait for the go file
+                compose(self.project, self._files, "up", "-d", "--no-recreate", *SERVICES, *self._nodes,
+                        timeout=300)
                 break
             except ClusterError as exc:   # another run took the subnet between our check and `up`
                 if "overlap" not in str(exc).lower() or attempt == 2:
@@ -163,8 +169,16 @@ class DockerCluster(Cluster):
             gpu.write_text(dump(render_gpu_override(self.plan, self._nodes)))
             self._files.append(str(gpu))
 
+    def _control_dir(self) -> Path:
+        """Where the go file appears (mounted read-only in every node); none yet: nodes wait."""
+        d = self.run_dir / "control"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / GO_FILE).unlink(missing_ok=True)
+        return d
+
     def start_training(self) -> None:
-        compose(self.project, self._files, "up", "-d", "--no-recreate", "--no-deps", *self._nodes)
+        """The nodes are up since _start, torch imported (launch.gated): the go file starts them all."""
+        (self.run_dir / "control" / GO_FILE).write_text("go\n")
 
     def _state(self, service: str) -> dict | None:
         out = docker("inspect", "-f", "{{json .State}}", self.plan.container(service), check=False)
@@ -207,12 +221,8 @@ class DockerCluster(Cluster):
                 f"`{' '.join(compose_cmd())} -p {self.project} {files} down -v`")
 
     def _stop(self) -> list[str]:
-        if self._files:
-            try:
-                compose(self.project, self._files, "down", "-v", "--remove-orphans", "-t", "2",
-                        timeout=180)
-            except ClusterError:
-                pass   # the label sweep below removes what compose could not
+        # by label, SIGKILL: the evidence is collected by now, and `compose down -t 2` spent 2-3 s on
+        # stop signals and its own start-up to remove the same containers, network and volumes
         remove_project(self.project)
         left = {k: v for k, v in leftovers(self.project, check=True).items() if v}
         left.update({"loop disks": [self.project]} if loopfs.mounted(self.project) else {})
@@ -221,6 +231,16 @@ class DockerCluster(Cluster):
     # -- hooks -----------------------------------------------------------------------------
     def _run_in_node(self, node: str, script: Script, *args: str, timeout: float = 120) -> str:
         return docker("exec", self._node(node), *script.argv("python", *args), timeout=timeout)
+
+    def _start_in_node(self, node: str, script: Script, *args: str) -> subprocess.Popen:
+        """A long-running in-node script under `docker exec` (it ends with the container at the latest)."""
+        from chaosbench.cluster import docker_cli
+        logs = self.run_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / f"{node}-{script.name}.log", "ab") as log:
+            return subprocess.Popen(["docker", "exec", self._node(node), *script.argv("python", *args)], stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env=docker_cli._env())
 
     def _incarnation(self, node: str) -> object:
         return (self._state(node) or {}).get("StartedAt")
@@ -329,6 +349,35 @@ class DockerCluster(Cluster):
         """A removed container needs nothing (its files go with it): `chaosbench clean` does no more."""
         if self.node_status(node) == "running":   # a node killed or stopped meanwhile: nothing to reach
             self._run_in_node(node, innode.RESTORE_NAMES, timeout=30)
+
+    def _disk_tiers_in_node(self, node: str) -> dict[str, str]:
+        tiers = {"nvme": NVME_IN_NODE, "memory": MEMORY_IN_NODE}
+        return {t: tiers[t] for t in (self.spec.disk_layers.get(node) or {}).get("tiers", [])}
+
+    def heal_disk(self, node: str, tier: str) -> dict | None:
+        """A node not running has no layer to ask, but its control file stays in the container (its next
+        start would read the fault): it is emptied with `docker cp`, and read back to verify."""
+        if self.node_status(node) == "running":
+            return super().heal_disk(node, tier)
+        self._disk_tier(node, tier)
+        import tempfile
+        path = f"{DISK_CONTROL_DIR}/{tier}.json"
+        with tempfile.TemporaryDirectory() as tmp:
+            Path(tmp, "c.json").write_text("{}")
+            docker("cp", str(Path(tmp, "c.json")), f"{self._node(node)}:{path}")
+            docker("cp", f"{self._node(node)}:{path}", str(Path(tmp, "back.json")))
+            if Path(tmp, "back.json").read_text() != "{}":
+                raise ClusterError(f"{node}: the disk layer's control file {path} still holds a fault after heal")
+        return None
+
+    def disk_stats(self, node: str, tier: str) -> dict:
+        return super().disk_stats(node, tier) if self.node_status(node) == "running" else {}
+
+    def _clock_file(self, node: str) -> tuple[Path, dict[str, str]]:
+        """A host directory bind-mounted read-only into the node: the harness rewrites the file there, so
+        a stopped or killed node's next start reads what the fault left (and "+0" after heal)."""
+        self._node(node)
+        return clock_of(self.plan, node)
 
     def disconnect(self, node: str) -> None:
         docker("network", "disconnect", self.plan.network, self._node(node))

@@ -17,6 +17,7 @@ The lock is the host venv's `pip freeze`, so containers run exactly the versions
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import functools
 import hashlib
@@ -37,8 +38,9 @@ REPO = Path(__file__).resolve().parents[2]
 COMPOSE_DIR = REPO / "compose"
 CACHE = Path(os.environ.get("CHAOSBENCH_CACHE", Path.home() / ".cache" / "chaosbench"))
 DEBIAN_MIRROR = os.environ.get("CHAOSBENCH_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+# libfaketime: clock_skew's LD_PRELOAD; fuse3: disk_fault's FUSE layer (libfuse3 + fusermount3)
 BASE_PACKAGES = ["python3", "python3-venv", "ca-certificates", "iptables", "iproute2", "procps",
-                 "etcd-server"]
+                 "etcd-server", "libfaketime", "fuse3"]
 SOURCE_MOUNT = "/opt/chaosbench"   # where containers see the project (read-only bind mount of REPO)
 LABEL = "io.chaosbench.image=1"
 HEAVY = re.compile(r"^(torch|triton|nvidia-|cuda-)", re.I)   # the ~3 GB that rarely changes
@@ -176,7 +178,7 @@ def build_deps(base: str) -> str:
         _fill_wheelhouse(ctx / "requirements.lock", CACHE / "wheels")
         _log(f"wheelhouse ready in {time.monotonic() - t0:.0f}s")
         with _WheelServer(CACHE / "wheels") as srv:
-            _run(["docker", "build", "-q", "-t", tag, "--label", LABEL, "--build-arg", f"BASE={base}",
+            _run(["docker", "build", "-q", "-t", tag, "--build-arg", f"BASE={base}",
                   "--build-arg", f"WHEELS_URL={srv.url}", "--build-arg", f"WHEELS_HOST={srv.host}",
                   str(ctx)], timeout=3600, stdout=subprocess.DEVNULL)
     return tag
@@ -200,19 +202,33 @@ def build_node(deps: str) -> str:
         if (REPO / "README.md").exists():
             shutil.copy2(REPO / "README.md", src / "README.md")
         (ctx / "Dockerfile").write_bytes(dockerfile)
-        _run(["docker", "build", "-q", "-t", tag, "--label", LABEL, "--build-arg", f"DEPS={deps}",
+        _run(["docker", "build", "-q", "-t", tag, "--build-arg", f"DEPS={deps}",
               str(ctx)], timeout=900, stdout=subprocess.DEVNULL)
     return tag
 
 
-def build(base: str | None = None) -> str:
-    """Build (or reuse) base → deps → node and return the node image tag."""
+@contextlib.contextmanager
+def _build_lock():
+    """One build at a time per host; a waiter then finds the tags."""
     if shutil.which("docker") is None:
         raise ClusterError("docker is not installed")
-    t0 = time.monotonic()
     CACHE.mkdir(parents=True, exist_ok=True)
     with open(CACHE / "build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)   # one build at a time per host; a waiter then finds the tags
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def build_base_only() -> str:
+    """The base image alone: it needs neither the venv nor the lock, so set-up builds it while pip
+    installs the venv (this module imports only the standard library and runs on any python3)."""
+    with _build_lock():
+        return build_base()
+
+
+def build(base: str | None = None) -> str:
+    """Build (or reuse) base → deps → node and return the node image tag."""
+    t0 = time.monotonic()
+    with _build_lock():
         base_tag = base or build_base()
         deps = build_deps(base_tag)
         node = build_node(deps)
@@ -242,9 +258,10 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build or reuse base, deps and node images")
     b.add_argument("--base", default=os.environ.get("CHAOSBENCH_BASE_IMAGE"),
                    help="base image already available to docker (default: debootstrap Debian bookworm)")
+    sub.add_parser("base", help="build or reuse the debootstrap base image only (set-up runs it beside pip)")
     args = ap.parse_args(argv)
     try:
-        print(build(args.base))
+        print(build_base_only() if args.cmd == "base" else build(args.base))
     except ClusterError as exc:
         print(f"images: error: {exc}", file=sys.stderr)
         return 1

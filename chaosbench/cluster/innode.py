@@ -85,15 +85,30 @@ LINK_CHAIN = "CHAOSBENCH-LINK"   # apart from CHAIN: healing a partition must no
 LINK_QDISC = "1cb:"              # our htb root on the node's interface; class 1cb:10 carries the degraded traffic
 _TARGET = 'ip=${t%%:*}; port=; case $t in *:*) port=${t#*:};; esac'
 
-# `<dev> <loss probability|-> <rate kbit|-> <netem args|-> <ip[:tcp port]> ...`: drop that share of packets
-# to and from each target (iptables statistic, both ways); shape what the node sends them (htb class +
-# u32 filters), with a netem leaf under that class when netem args are given
+# the NFQUEUE handler (innode_nfqueue.py) that carries delay / jitter / duplicate / corrupt / reorder where
+# the kernel has no sch_netem: its queue, its pid file on the node, the mark of the packets it sends
+NFQUEUE_NUM = 459
+NFQUEUE_PIDFILE = "/tmp/chaosbench-nfqueue.pid"
+NFQUEUE_MARK = "0x1cb"
+# `chaosbench-nfqueue <queue> <pidfile> <effects json>`: the handler (runs until SIGTERM)
+NFQUEUE = Script("nfqueue", "python", (Path(__file__).with_name("innode_nfqueue.py")).read_text())
+# `<queue>`: exit 0 once a process has bound that queue in the node's network namespace
+NFQUEUE_BOUND = Script("nfqueue_bound", "sh",
+                       "awk -v q=\"$1\" '$1 == q {f = 1} END {exit !f}' /proc/net/netfilter/nfnetlink_queue")
+
+# `<dev> <loss probability|-> <rate kbit|-> <netem args|-> <nfqueue|-> <ip[:tcp port]> ...`: drop that share of
+# packets to and from each target (iptables statistic, both ways); shape what the node sends them (htb class +
+# u32 filters), with a netem leaf under that class when netem args are given; with a queue number, send what
+# the node sends them (egress only, as netem) to that NFQUEUE, except what the handler sends itself (its mark);
+# --queue-bypass: they pass untouched whenever no handler is bound
 DEGRADE_LINK = Script("degrade_link", "sh", "\n".join([
-    "set -e", 'dev=$1 p=$2 rate=$3 netem=$4; shift 4',
-    'if [ "$p" != - ]; then',
+    "set -e", 'dev=$1 p=$2 rate=$3 netem=$4 q=$5; shift 5',
+    'if [ "$p" != - ] || [ "$q" != - ]; then',
     f"  iptables -N {LINK_CHAIN} 2>/dev/null || true",
     f"  iptables -C INPUT -j {LINK_CHAIN} 2>/dev/null || iptables -I INPUT -j {LINK_CHAIN}",
     f"  iptables -C OUTPUT -j {LINK_CHAIN} 2>/dev/null || iptables -I OUTPUT -j {LINK_CHAIN}",
+    'fi',
+    'if [ "$p" != - ]; then',
     '  for t in "$@"; do ' + _TARGET + '; st="-m statistic --mode random --probability $p -j DROP"',
     f'    if [ -n "$port" ]; then iptables -A {LINK_CHAIN} -d "$ip" -p tcp --dport "$port" $st; '
     f'iptables -A {LINK_CHAIN} -s "$ip" -p tcp --sport "$port" $st;',
@@ -107,18 +122,31 @@ DEGRADE_LINK = Script("degrade_link", "sh", "\n".join([
     f'  [ "$netem" = - ] || tc qdisc add dev "$dev" parent {LINK_QDISC}10 handle 10cb: netem $netem',
     '  for t in "$@"; do ' + _TARGET + '; m="match ip dst $ip/32"; [ -z "$port" ] || m="$m match ip dport $port 0xffff"',
     f'    tc filter add dev "$dev" parent {LINK_QDISC} protocol ip prio 1 u32 $m flowid {LINK_QDISC}10; done',
+    'fi',
+    'if [ "$q" != - ]; then',   # what the handler sends (delayed, corrupted, copies) passes our loss rules too
+    f'  iptables -I {LINK_CHAIN} 1 -m mark --mark {NFQUEUE_MARK} -j RETURN',
+    '  for t in "$@"; do ' + _TARGET + '; m="-d $ip"; [ -z "$port" ] || m="$m -p tcp --dport $port"',
+    f'    iptables -A {LINK_CHAIN} $m -m mark ! --mark {NFQUEUE_MARK} -j NFQUEUE --queue-num "$q" --queue-bypass; done',
     'fi']))
 
 # `<dev>`: what of ours is on the node (empty: nothing); RESTORE_LINK's check and the tests'
+_HANDLER = (f'pid=$(cat {NFQUEUE_PIDFILE} 2>/dev/null); [ -n "$pid" ] && '
+            'tr "\\0" " " < /proc/$pid/cmdline 2>/dev/null | grep -q chaosbench-nfqueue')   # "$pid is our handler"
 LINK_LEFT = (f'{{ iptables -S 2>/dev/null | grep -e "{LINK_CHAIN}" || true; '
-             f'tc qdisc show dev "$1" 2>/dev/null | grep -e " {LINK_QDISC} " -e " 10cb: " || true; }}')
+             f'tc qdisc show dev "$1" 2>/dev/null | grep -e " {LINK_QDISC} " -e " 10cb: " || true; '
+             f'awk \'$1 == {NFQUEUE_NUM} {{print "nfqueue {NFQUEUE_NUM} bound by netlink port " $2}}\' '
+             '/proc/net/netfilter/nfnetlink_queue 2>/dev/null; '
+             f'if {_HANDLER}; then echo "nfqueue handler pid $pid"; fi; }}')
 LINK_STATE = Script("link_state", "sh", LINK_LEFT)
 
-# `<dev>`: remove our chain and root qdisc, then verify nothing of ours is left (else fail, naming it)
+# `<dev>`: remove our chain and root qdisc, stop the NFQUEUE handler (SIGTERM: it lets what it holds go;
+# SIGKILL after 5 s), then verify nothing of ours is left (else fail, naming it)
 RESTORE_LINK = Script("restore_link", "sh", "\n".join([
     f"iptables -D INPUT -j {LINK_CHAIN} 2>/dev/null; iptables -D OUTPUT -j {LINK_CHAIN} 2>/dev/null",
     f"iptables -F {LINK_CHAIN} 2>/dev/null; iptables -X {LINK_CHAIN} 2>/dev/null",
     f'if tc qdisc show dev "$1" | grep -q " {LINK_QDISC} root"; then tc qdisc del dev "$1" root; fi',
+    f'if {_HANDLER}; then kill "$pid"; i=0; while [ $i -lt 50 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; '
+    f'i=$((i+1)); done; kill -0 "$pid" 2>/dev/null && kill -9 "$pid"; sleep 0.2; fi; rm -f {NFQUEUE_PIDFILE}',
     f'left=$({LINK_LEFT})',
     '[ -z "$left" ] || { echo "degraded link not restored, still there: $left" >&2; exit 1; }']))
 
@@ -137,6 +165,23 @@ def kernel_has_netem() -> bool:
         return True
     mods = Path("/lib/modules") / os.uname().release
     return any(mods.rglob("sch_netem.ko*")) if mods.is_dir() and "NETEM is not set" not in config else False
+
+
+def kernel_has_nfqueue() -> bool:
+    """Whether this host's kernel offers nfnetlink_queue and iptables' NFQUEUE target (the handler's way)."""
+    import gzip
+    try:
+        config = gzip.open("/proc/config.gz", "rt").read()
+    except OSError:   # no config to read: the queue's proc file says nfnetlink_queue is there
+        return Path("/proc/net/netfilter/nfnetlink_queue").exists()
+    return all(f"CONFIG_{opt}=y" in config or f"CONFIG_{opt}=m" in config
+               for opt in ("NETFILTER_NETLINK_QUEUE", "NETFILTER_XT_TARGET_NFQUEUE"))
+
+
+def netem_mechanism() -> str | None:
+    """What carries delay / jitter / duplicate / corrupt / reorder on this host's kernel (docker nodes
+    share it): 'netem' where it has sch_netem, else 'nfqueue' (innode_nfqueue.py), else None."""
+    return "netem" if kernel_has_netem() else "nfqueue" if kernel_has_nfqueue() else None
 
 
 # -- name faults (dns_fault): the node's own resolver files, edited in place ---------------------------
@@ -263,3 +308,8 @@ for f in ('hosts', 'resolv.conf', 'responder.pid', 'responder.ready', 'responder
     except FileNotFoundError:
         pass
 ''')
+
+# -- disk faults (disk_fault, lose_unsynced_writes): the FUSE layer over a node's tiers -------------------
+# `control <tier> <fault json>` / `stats <tier>` / `mounts`: talk to the node's layer (disk_layer.py, which
+# the node's command starts with `start` before its launcher)
+DISK_LAYER = Script("disk_layer", "python", (Path(__file__).with_name("disk_layer.py")).read_text())

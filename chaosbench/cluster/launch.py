@@ -34,10 +34,26 @@ def prepared(argv: list[str]) -> list[str]:
 
 
 def unprepared(argv: list[str]) -> list[str]:
-    """The node command without the PREPARE prefix (what the node execs); also as a compose file writes it
-    (`$$` for `$`)."""
-    head = [a.replace("$$", "$") for a in argv[:len(PREPARE)]]
-    return argv[len(PREPARE):] if head == PREPARE else argv
+    """The node command without the GO_GATE and PREPARE prefixes (what the node execs); also as a compose
+    file writes it (`$$` for `$`)."""
+    for prefix, extra in ((GO_GATE, 1), (PREPARE, 0)):
+        head = [a.replace("$$", "$") for a in argv[:len(prefix)]]
+        argv = argv[len(prefix) + extra:] if head == prefix else argv
+    return argv
+
+
+# A node started with its cluster waits for the run's go file, then execs its command: the container
+# (and, with warm start, torch's imports: trainer/warm_start.py node) is ready when training starts.
+GO_GATE = ["sh", "-c", 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"']
+WARM_NODE = ["-m", "trainer.warm_start", "node"]
+
+
+def gated(argv: list[str], go_file: str) -> list[str]:
+    """The node command, held until `go_file` exists (a restarted node finds it and goes at once)."""
+    if argv[1:1 + len(WARM_NODE)] == WARM_NODE:   # the warm-start node waits itself, importing meanwhile
+        at = 1 + len(WARM_NODE)
+        return [*argv[:at], "--go", go_file, *argv[at:]]
+    return [*GO_GATE, go_file, *argv]
 
 
 def hosts_store(rendezvous: str) -> bool:
@@ -77,7 +93,7 @@ def keep_alive_problem(rendezvous: str, timeouts: dict) -> str | None:
 def warm_start_argv(python: str, launcher: list[str], worker: list[str]) -> list[str]:
     """The node command with warm start (trainer/warm_start.py): the node server first, then the
     launcher, whose workers are forks of that server. `worker` is what follows `python` for a worker."""
-    return [python, "-m", "trainer.warm_start", "node", "--", *launcher, "-m", "trainer.warm_start", "run", *worker]
+    return [python, *WARM_NODE, "--", *launcher, "-m", "trainer.warm_start", "run", *worker]
 
 
 def validate(spec: ClusterSpec) -> None:
@@ -99,8 +115,10 @@ def validate(spec: ClusterSpec) -> None:
 
 
 def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, s3_url: str,
-              events_dir: str, nvme_dir: str, memory_dir: str, workdir: str | None = None) -> NodePlan:
-    """`workdir`: where the node sees the user's project (defaults to spec.workdir, the host path)."""
+              events_dir: str, nvme_dir: str, memory_dir: str, workdir: str | None = None,
+              clock_env: dict[str, str] | None = None) -> NodePlan:
+    """`workdir`: where the node sees the user's project (defaults to spec.workdir, the host path);
+    `clock_env`: the libfaketime preload every process of the node carries (spec.fake_clock)."""
     checkpoint_root = memory_dir if spec.checkpoint_tier == "memory" else nvme_dir
     env = {
         "CHAOSBENCH_EVENTS_DIR": events_dir,
@@ -128,6 +146,7 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
         "OMP_NUM_THREADS": "1",      # N nodes share few cores: oversubscribed threads make steps 10x slower
         "LOGLEVEL": "INFO",          # torchrun logs rendezvous rounds only at INFO: evidence for doctor --run
+        **(clock_env or {}),
         **spec.env,
     }
     conf = dict(spec.rdzv_timeouts)

@@ -32,6 +32,19 @@ _NETWORK_REASON = ("needs network namespaces/iptables (root) to cut one local pr
                    "use the docker backend")
 
 
+DISK_PRIMITIVES = frozenset({"fault_disk", "heal_disk", "disk_stats"})
+
+
+def _no_fuse() -> str | None:
+    """Why the disk layer cannot be mounted over a local node's directories here (None: it can)."""
+    import importlib.util
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse") or shutil.which("fusermount3") is None:
+        return "needs root, /dev/fuse and fusermount3 on this host (a FUSE mount over the node's directory)"
+    if importlib.util.find_spec("mfusepy") is None:
+        return "needs mfusepy in the harness's python"
+    return None
+
+
 class LocalCluster(Cluster):
     backend = "local"
     unsupported_why = {"partition": _NETWORK_REASON, "disconnect": _NETWORK_REASON,
@@ -40,12 +53,14 @@ class LocalCluster(Cluster):
                        "link would hit every node and the services; use the docker backend"),
                        **dict.fromkeys(("squeeze_memory", "release_memory"),
                        "no memory cgroup of ours: a balloon would squeeze the whole host, whose OOM killer may "
-                       "pick anything; use the docker backend")}
+                       "pick anything; use the docker backend"),
+                       **dict.fromkeys(DISK_PRIMITIVES, _no_fuse() or "")}
 
     @classmethod
     def withheld(cls) -> frozenset[str]:
         why = loopfs.supported()   # no size-limited disk: filling would fill the host's disk
-        return frozenset({"fill_nvme", "free_nvme"}) if why is not None else frozenset()
+        return (frozenset({"fill_nvme", "free_nvme"}) if why is not None else frozenset()) | \
+            (DISK_PRIMITIVES if _no_fuse() else frozenset())
 
     def __init__(self, spec: ClusterSpec):
         validate(spec)
@@ -56,6 +71,7 @@ class LocalCluster(Cluster):
         self.services: HostServices | None = None
         self._c10d_port: int | None = None
         self._started = False
+        self._clock_roots: list[int] = []
 
     # -- lifecycle -------------------------------------------------------------------------
     def _sweep_dead(self) -> None:
@@ -91,12 +107,53 @@ class LocalCluster(Cluster):
         plan = node_plan(self.spec, node, python=sys.executable, rdzv_endpoint=endpoint,
                          s3_url=f"http://127.0.0.1:{ports['proxy_s3']}",
                          events_dir=str(self.events_dir), nvme_dir=str(self._nvme[node]),
-                         memory_dir=str(self.shm_dir(node)))
+                         memory_dir=str(self.shm_dir(node)),
+                         clock_env=self._clock_file(node)[1] if self.spec.fake_clock else None)
         env = {**os.environ, **plan.env, CLUSTER_ENV: self.project}
+        argv = self._behind_disk_layer(node, plan.argv)   # the layer carries the node's markers: killed with it
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as out:
-            self._procs[node] = subprocess.Popen(plan.argv, env=env, cwd=plan.cwd or REPO, stdout=out,
+            self._procs[node] = subprocess.Popen(argv, env=env, cwd=plan.cwd or REPO, stdout=out,
                                                  stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                  start_new_session=True)
+        if self.spec.fake_clock:   # the root of a preloaded tree: libfaketime's /dev/shm files are named by it
+            self._clock_roots.append(self._procs[node].pid)
+
+    def _disk_tiers_in_node(self, node: str) -> dict[str, str]:
+        tiers = {"nvme": str(self._nvme[node]), "memory": str(self.shm_dir(node))}
+        return {t: tiers[t] for t in (self.spec.disk_layers.get(node) or {}).get("tiers", [])}
+
+    def _control_dir(self, node: str) -> Path:
+        return self.run_dir / "nodes" / node / "disk-control"
+
+    def _disk_args(self, node: str) -> list[str]:
+        return [f"--control-dir={self._control_dir(node)}"]
+
+    def _behind_disk_layer(self, node: str, argv: list[str]) -> list[str]:
+        """The node command behind disk_layer.py's `start` where spec.disk_layers asks for a layer."""
+        layer = self.spec.disk_layers.get(node)
+        if not layer:
+            return argv
+        from chaosbench.cluster import disk_layer
+        return disk_layer.start_argv(sys.executable, disk_layer.__file__, layer, self._disk_tiers_in_node(node),
+                                     argv, control_dir=str(self._control_dir(node)))
+
+    def _disk_mounts_left(self) -> list[str]:
+        """Unmount every node's layers (dead once the node's processes are): what is still mounted."""
+        from chaosbench.cluster import disk_layer
+        return disk_layer.unmount([d for n in self._nvme for d in self._disk_tiers_in_node(n).values()])
+
+    def heal_disk(self, node: str, tier: str) -> dict | None:
+        """A node not running has no layer to ask: its control file (on this host) is emptied instead."""
+        if self.node_status(node) == "running":
+            return super().heal_disk(node, tier)
+        self._disk_tier(node, tier)
+        control = self.run_dir / "nodes" / node / "disk-control" / f"{tier}.json"
+        if control.exists():
+            control.write_text("{}")
+        return None
+
+    def disk_stats(self, node: str, tier: str) -> dict:
+        return super().disk_stats(node, tier) if self.node_status(node) == "running" else {}
 
     def start_training(self) -> None:
         self._started = True
@@ -140,12 +197,18 @@ class LocalCluster(Cluster):
             _reap(proc)
         if self.services is not None:
             self.services.stop()
+        layers = self._disk_mounts_left()   # before the loop disks they sit on
         loopfs.remove_project(self.project)
         shutil.rmtree(SHM_ROOT / f"chaosbench-{self.project}", ignore_errors=True)
+        if self._clock_roots:
+            from chaosbench.cluster.innode_clock import remove_shm
+            for pid in self._clock_roots:
+                remove_shm(pid)
         left = [p for p in proctree.find({CLUSTER_ENV: self.project}) if not proctree.zombie(p)]
         left += self.services.alive() if self.services is not None else []
         return ([f"processes {left}"] if left else []) + \
-            (["mounted NVMe disks"] if loopfs.mounted(self.project) else [])
+            (["mounted NVMe disks"] if loopfs.mounted(self.project) else []) + \
+            ([f"disk layer mounts {layers}"] if layers else [])
 
     # -- hooks -----------------------------------------------------------------------------
     def _run_in_node(self, node: str, script: Script, *args: str, timeout: float = 120) -> str:
@@ -160,6 +223,12 @@ class LocalCluster(Cluster):
         with open(self.run_dir / "logs" / f"{node}-{script.name}.log", "ab") as log:
             return subprocess.Popen(script.argv(sys.executable, *args), stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
+
+    def _clock_file(self, node: str) -> tuple[Path, dict[str, str]]:
+        """Under the run directory; only the processes this harness starts for the node carry the preload."""
+        from chaosbench.cluster.innode_clock import node_clock
+        self._check_node(node)
+        return node_clock(self.run_dir, node, None, str(REPO))
 
     def _service_action(self, service: str, action: str) -> None:
         self.services.action(service, action)

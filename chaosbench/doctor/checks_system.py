@@ -95,12 +95,14 @@ def version_checks(t: Target) -> list[CheckResult]:
 
 
 PACKET_MECHANISMS = {"iptables statistic": ("NETFILTER_XT_MATCH_STATISTIC",), "tbf": ("NET_SCH_TBF",),
-                     "htb + u32": ("NET_SCH_HTB", "NET_CLS_U32"), "netem": ("NET_SCH_NETEM",)}
+                     "htb + u32": ("NET_SCH_HTB", "NET_CLS_U32"), "netem": ("NET_SCH_NETEM",),
+                     "nfqueue": ("NETFILTER_NETLINK_QUEUE", "NETFILTER_XT_TARGET_NFQUEUE")}
 
 
 def packet_check(t: Target, config: str | None = None) -> CheckResult:
     """Which of packet_fault's mechanisms this kernel offers (docker nodes share it): loss by iptables
-    statistic, rate by htb, delay / jitter / duplicate / corrupt / reorder by netem only."""
+    statistic, rate by htb, delay / jitter / duplicate / corrupt / reorder by netem, else by the in-node
+    NFQUEUE handler (cluster/innode_nfqueue.py)."""
     import gzip
     if config is None:
         try:
@@ -114,7 +116,8 @@ def packet_check(t: Target, config: str | None = None) -> CheckResult:
     if not (have["iptables statistic"] and have["htb + u32"]):
         return CheckResult("packet faults", Status.WARN, evidence, "packet_fault's loss needs xt_statistic and its "
                            "rate htb + cls_u32 in the kernel")
-    if not have["netem"]:
+    if not have["netem"] and not have["nfqueue"]:
         return CheckResult("packet faults", Status.PASS, evidence + " (loss_pct and rate_kbit work here; delay, jitter, "
-                           "duplicate, corrupt and reorder need sch_netem and are refused up front)")
-    return CheckResult("packet faults", Status.PASS, evidence)
+                           "duplicate, corrupt and reorder need sch_netem or NFQUEUE and are refused up front)")
+    via = "netem" if have["netem"] else "the NFQUEUE handler (no sch_netem)"
+    return CheckResult("packet faults", Status.PASS, f"{evidence} (delay, jitter, duplicate, corrupt, reorder by {via})")

@@ -10,16 +10,48 @@ from chaosbench.faults.base import Fault, FaultParams, NodeParams
 from chaosbench.faults.registry import register
 
 
+class LoseUnsynced(FaultParams):
+    # power-loss semantics: the node's NVMe runs under the disk layer in writeback mode from the node's
+    # start (faults/disks.py), so what was never fsynced is gone at the kill (docs/below-the-process.md)
+    lose_unsynced_writes: bool = False
+
+
+def lose_needs(params) -> set[str]:
+    # disk_stats is built on the layer's hook: a backend that has it can run the layer
+    return {"disk_stats"} if params.lose_unsynced_writes else set()
+
+
+def unsynced(fault: Fault, nodes: list[str]) -> dict:
+    """Before a lose_unsynced_writes kill: what each node's layer holds unsynced (lost with the kill)."""
+    if not fault.p.lose_unsynced_writes:
+        return {}
+    from chaosbench.faults.disks import WRITEBACK
+    pending = {n: (fault.cluster.disk_stats(n, "nvme") or {}).get("pending_bytes") for n in nodes}
+    return {"mechanism": WRITEBACK, "unsynced_bytes_lost": pending}
+
+
 @register
 class KillNode(Fault):
     name = "kill_node"
-    help = "SIGKILL a node's whole process tree (agent + workers); with duration_s it comes back after"
-    Params = NodeParams
+    help = ("SIGKILL a node's whole process tree (agent + workers); with duration_s it comes back after; "
+            "lose_unsynced_writes: its NVMe data never fsynced is gone too")
     needs = ("kill_node", "start_node")
+
+    class Params(NodeParams, LoseUnsynced):
+        pass
+
+    @classmethod
+    def needs_for(cls, params):
+        return super().needs_for(params) | lose_needs(params)
 
     def _inject(self):
         self.target = self.pick_node(self.p.node)
+        self.lost = unsynced(self, [self.target])
         self.cluster.kill_node(self.target)
+
+    def inject(self) -> float:
+        from chaosbench.faults.disks import act
+        return act(self, "inject", self._inject, lambda: self.lost)
 
     def _heal(self):
         self.cluster.start_node(self.target)
@@ -143,15 +175,21 @@ class KillAll(Fault):
     class Params(FaultParams):
         wipe: Literal["none", "shm", "nvme", "all"] = "shm"   # a node kill always loses its shared memory
         restart: bool = True
+        lose_unsynced_writes: bool = False   # as kill_node's, on every node
 
     @classmethod
     def needs_for(cls, params):
         return (super().needs_for(params) | ({"wipe_node_storage"} if params.wipe != "none" else set())
-                | ({"start_node"} if params.restart else set()))
+                | ({"start_node"} if params.restart else set()) | lose_needs(params))
+
+    def inject(self) -> float:
+        from chaosbench.faults.disks import act
+        return act(self, "inject", self._inject, lambda: self.lost)
 
     def _inject(self):
         self.nodes = sorted(self.cluster.node_names())
         self.target = ",".join(self.nodes)
+        self.lost = unsynced(self, self.nodes)
         for node in self.nodes:
             self.cluster.kill_node(node)
         if self.p.wipe != "none":

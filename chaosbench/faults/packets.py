@@ -1,7 +1,9 @@
-"""Packet faults on a node's links: loss, rate, and (where the kernel has sch_netem) delay, jitter,
-duplicate, corrupt, reorder, scoped to the data plane (the other trainers), the control plane (the
-rendezvous endpoint, etcd, S3) or one peer. The fault record says which mechanism carried each effect:
-iptables `statistic` for loss, an htb class for rate, netem for the rest (cluster/innode.py)."""
+"""Packet faults on a node's links: loss, rate, delay, jitter, duplicate, corrupt, reorder, scoped to the
+data plane (the other trainers), the control plane (the rendezvous endpoint, etcd, S3) or one peer. The
+fault record says which mechanism carried each effect: iptables `statistic` for loss, an htb class for
+rate, netem for the rest where the kernel has sch_netem, else the in-node NFQUEUE handler
+(cluster/innode.py, cluster/innode_nfqueue.py). Delay and the rest act on what the node sends (egress,
+as netem does): a round trip to a target is longer by one delay; loss drops both ways."""
 from __future__ import annotations
 
 from typing import Literal
@@ -13,6 +15,7 @@ from chaosbench.faults.base import NODE_NAME, Fault, FaultParams
 from chaosbench.faults.registry import register
 
 Pct = Field(None, ge=0, le=100)
+MAX_DELAY_MS = 10_000   # the handler holds every delayed packet in the node's kernel queue: bound the hold
 
 
 class PacketParams(FaultParams):
@@ -21,8 +24,8 @@ class PacketParams(FaultParams):
     peer: str | None = Field(None, pattern=r"^node-[0-9]{1,5}$")      # one node's link instead of `to`
     loss_pct: float | None = Field(None, ge=0, le=100, examples=[2.0])
     rate_kbit: float | None = Field(None, gt=0)
-    delay_ms: float | None = Field(None, ge=0, examples=[50.0])
-    jitter_ms: float | None = Field(None, ge=0)
+    delay_ms: float | None = Field(None, ge=0, le=MAX_DELAY_MS, examples=[50.0])
+    jitter_ms: float | None = Field(None, ge=0, le=MAX_DELAY_MS)
     duplicate_pct: float | None = Pct
     corrupt_pct: float | None = Pct
     reorder_pct: float | None = Pct
@@ -34,6 +37,9 @@ class PacketParams(FaultParams):
                              "corrupt_pct or reorder_pct (a packet fault that changes nothing proves nothing)")
         if self.reorder_pct and not self.delay_ms:
             raise ValueError("reorder_pct needs delay_ms: netem reorders by sending some packets ahead of the delayed rest")
+        if (self.jitter_ms or 0) > (self.delay_ms or 0):
+            raise ValueError(f"jitter_ms {self.jitter_ms} > delay_ms {self.delay_ms or 0}: a packet cannot leave before "
+                             "it was sent, so the spread would not be +-jitter_ms; give delay_ms >= jitter_ms")
         if self.peer is not None and self.peer == self.node:
             raise ValueError(f"peer {self.peer} is the node itself: name another node")
         return self
@@ -47,7 +53,8 @@ class PacketParams(FaultParams):
 class PacketFault(Fault):
     name = "packet_fault"
     help = ("lossy / slow link from a node to its peers (to: data|rendezvous|etcd|s3|all, or one peer): loss by "
-            "iptables statistic, rate by htb; delay/jitter/duplicate/corrupt/reorder need sch_netem")
+            "iptables statistic, rate by htb; delay/jitter/duplicate/corrupt/reorder by netem, or by an in-node "
+            "NFQUEUE handler where the kernel has no sch_netem")
     Params = PacketParams
 
     @classmethod

@@ -16,6 +16,8 @@ def register(cls: type[Fault]) -> type[Fault]:
 def _load() -> dict[str, type[Fault]]:
     # importing the modules registers their faults
     from chaosbench.faults import inprocess, memory, names, network, nodes, packets, services, storage  # noqa: F401
+    from chaosbench.faults import disks  # noqa: F401
+    from chaosbench.faults import clocks  # noqa: F401
     return _REGISTRY
 
 

@@ -6,24 +6,36 @@ only complete lines.
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from chaosbench.jsonl import parse_jsonl
+from chaosbench.observer.received import RECEIPTS, write_receipts
 
 
 class EventTail:
-    def __init__(self, events_dir: Path, pattern: str = "events-*.jsonl"):
+    """`receipts`: where to note when each line was read (received.py: the timeline under clock skew);
+    default received.jsonl beside the events directory, None: nowhere."""
+
+    def __init__(self, events_dir: Path, pattern: str = "events-*.jsonl", receipts: Path | None | bool = True):
         self.dir = Path(events_dir)
         self.pattern = pattern
         self._offsets: dict[Path, int] = {}
+        self.receipts = self.dir.parent / RECEIPTS if receipts is True else receipts or None
 
     def poll(self) -> list[dict]:
         """New complete events from every file, in timestamp order."""
         out: list[dict] = []
         if not self.dir.is_dir():
             return out
+        read: list[tuple[str, int, float]] = []
         for path in sorted(self.dir.glob(self.pattern)):
+            before = self._offsets.get(path, 0)
             out += self._read_new(path)
+            if self._offsets.get(path, 0) != before:
+                read.append((path.name, self._offsets[path], time.time()))
+        if self.receipts is not None:
+            write_receipts(self.receipts, read)
         out.sort(key=lambda e: e.get("ts", 0.0))
         return out
 

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from chaosbench.observer.received import THRESHOLD_S
+
 from .chart import TIERS, build_chart
 from .load import RunDir
 from .schema import with_defaults
@@ -272,4 +274,17 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "event_files": run.event_files,
         "faults_log": run.faults_log,
         "exits": run.exits,
+        "clock_skew": clock_skew_of(run.path),
+        "clock_threshold": THRESHOLD_S,
     }
+
+
+def clock_skew_of(run_dir: Path) -> dict[str, dict]:
+    """Per node, the skew the harness measured (observer/received.py), where any node went beyond the
+    threshold; {} otherwise (a run without skew shows no table)."""
+    from chaosbench.observer.received import RECEIPTS, correct
+    from chaosbench.observer.tail import read_events
+    if not (run_dir / RECEIPTS).is_file() or not (run_dir / "events").is_dir():
+        return {}
+    got = correct(read_events(run_dir / "events"), run_dir / "events", run_dir / RECEIPTS)
+    return dict(sorted(got.items())) if any(s.get("corrected") for s in got.values()) else {}

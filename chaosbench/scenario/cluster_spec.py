@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chaosbench.cluster.base import ClusterSpec
+from chaosbench.faults.disks import disk_layers
 from chaosbench.scenario.loader import resolve_trainer_config, resolve_workdir
 from chaosbench.scenario.model import Scenario
 
@@ -27,4 +28,6 @@ def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | No
                        trainer_image=t.image, progress_regex=t.progress.regex if t.progress else None,
                        checkpoint_tier=t.checkpoint_dir, env=dict(c.env),
                        nvme_size_mb=c.nvme_size_mb, shm_size_mb=c.shm_size_mb, persistent_nvme=c.persistent_nvme,
-                       rdzv_timeouts=dict(c.rdzv_timeouts), warm_start=c.warm_start and not t.user_job)
+                       rdzv_timeouts=dict(c.rdzv_timeouts), warm_start=c.warm_start and not t.user_job,
+                       disk_layers=disk_layers(s.faults, s.node_names()),
+                       fake_clock=any(f.kind == "clock_skew" for f in s.faults))

@@ -48,3 +48,35 @@ def train_kill_recover(cluster, victim: str = "node-1", survivor: str = "node-0"
         return alone[0] if alone else None
     first = wait_for("the survivor training alone", resumed, timeout)
     return {"first_alone": first, "killed_at": killed_at, "events": events(cluster.events_dir)}
+
+
+def harness_mid_fault(source: str, run_dir: Path):
+    """Run a harness script (python source; argv[1] is run_dir) in its own session until it prints
+    'READY <project>' with its fault in place; (its process, the project)."""
+    import subprocess
+    import sys
+    p = subprocess.Popen([sys.executable, "-c", source, str(run_dir)], stdout=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    line = p.stdout.readline()
+    assert line.startswith("READY"), f"harness did not come up: {line!r}"
+    return p, line.split()[1]
+
+
+def sigkill_then_clean(p, project: str, container: str, timeout: float = 30) -> None:
+    """SIGKILL the harness mid-fault, then the docker sweep `chaosbench clean` runs: the project's
+    containers, networks and volumes are gone, and so is the node's last process (with it its
+    namespaces: network rules, mounts)."""
+    import os
+    import signal
+
+    from chaosbench.cluster.docker_cli import docker, leftovers, sweep
+    pid = docker("inspect", "-f", "{{.State.Pid}}", container).strip()
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait(timeout=10)
+    assert leftovers(project)["containers"], "expected the killed harness to leave its nodes"
+    assert project in sweep()
+    assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
+    deadline = time.monotonic() + timeout
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not os.path.exists(f"/proc/{pid}"), "the node's process (and its namespaces) outlived clean"

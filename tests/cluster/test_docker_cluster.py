@@ -40,7 +40,10 @@ def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
     cluster = create_cluster("docker", spec, image=image)
     with cluster:
         project = cluster.project
-        assert set(leftovers(project)["containers"]) == {f"{project}-{s}" for s in ("etcd", "s3", "toxiproxy")}
+        # up() starts the nodes too; they wait for the go file (launch.gated), nothing trains yet
+        assert set(leftovers(project)["containers"]) == {f"{project}-{s}" for s in
+                                                         ("etcd", "s3", "toxiproxy", "node-0", "node-1")}
+        assert not list(cluster.events_dir.glob("*.jsonl"))
         # the NVMe mount is size-limited and really fills
         cluster.start_training()
         cluster.fill_nvme("node-1")

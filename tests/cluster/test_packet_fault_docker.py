@@ -3,9 +3,7 @@ rate took effect, restore leaves no rule or qdisc, and after a SIGKILLed harness
 `chaosbench clean` runs removes the nodes and with them every rule and qdisc in their namespaces."""
 import os
 import re
-import signal
 import subprocess
-import sys
 import textwrap
 import time
 
@@ -13,7 +11,8 @@ import pytest
 
 from chaosbench.cluster import ClusterSpec, available_backends, create_cluster, innode
 from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.docker_cli import docker, leftovers, sweep
+from chaosbench.cluster.docker_cli import docker
+from tests.cluster.helpers import harness_mid_fault, sigkill_then_clean
 
 _why = available_backends()["docker"]
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900),
@@ -128,26 +127,14 @@ HARNESS = textwrap.dedent("""
 
 def test_a_sigkilled_harness_mid_fault_leaves_no_rule_or_qdisc_after_clean(tmp_path, image, monkeypatch):
     monkeypatch.setenv("CHAOSBENCH_NODE_IMAGE", image)
-    p = subprocess.Popen([sys.executable, "-c", HARNESS, str(tmp_path)], stdout=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    line = p.stdout.readline()
-    assert line.startswith("READY"), f"harness did not come up: {line!r}"
-    project = line.split()[1]
+    p, project = harness_mid_fault(HARNESS, tmp_path)
     node0 = f"{project}-node-0"
     state = docker("exec", node0, "sh", "-c", innode.LINK_STATE.source, "x", "eth0")
     assert innode.LINK_CHAIN in state and " 1cb: root" in state, state   # mid-fault: there
     pid = docker("inspect", "-f", "{{.State.Pid}}", node0).strip()
     netns = os.readlink(f"/proc/{pid}/ns/net") if os.access(f"/proc/{pid}/ns/net", os.R_OK) else None
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait(timeout=10)
-    assert leftovers(project)["containers"], "expected the killed harness to leave its nodes"
-    assert project in sweep()          # what `chaosbench clean` runs for docker
-    assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
     # the rules and qdiscs lived in the node's own network namespace, gone with its last process
-    deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not os.path.exists(f"/proc/{pid}"), "the node's process (and network namespace) outlived clean"
+    sigkill_then_clean(p, project, node0)
     if netns:
         held = [q for q in filter(str.isdigit, os.listdir("/proc"))
                 if os.access(f"/proc/{q}/ns/net", os.R_OK) and os.readlink(f"/proc/{q}/ns/net") == netns]

@@ -45,7 +45,7 @@ def test_every_variant_is_exercised():
     kinds = {k for k, _ in CASES}
     assert kinds == set(fault_names())
     assert {p["tier"] for k, p in CASES if k == "corrupt_checkpoint"} == {"nvme", "memory"}
-    assert {(p["wipe"], p["restart"]) for k, p in CASES if k == "kill_all"} == {
+    assert {(p["wipe"], p["restart"]) for k, p in CASES if k == "kill_all" and not p["lose_unsynced_writes"]} == {
         (w, r) for w in ("none", "shm", "nvme", "all") for r in (False, True)}
     assert [p for k, p in CASES if k == "throttle_node"] == [{"cpu_fraction": 0.3}]   # required: its example
 
@@ -100,7 +100,7 @@ def test_list_cells_say_which_variants_a_backend_supports():
     assert support("corrupt_checkpoint", PRIMITIVES - {"shm_dir"}) == "only tier=nvme"
     assert support("corrupt_checkpoint", PRIMITIVES - {"shm_dir", "nvme_dir"}) == "-"
     assert support("kill_all", PRIMITIVES - {"wipe_node_storage"}) == "only wipe=none"
-    assert support("kill_all", frozenset({"kill_node"})) == "only wipe=none, restart=False"
+    assert support("kill_all", frozenset({"kill_node"})) == "only wipe=none, restart=False, lose_unsynced_writes=False"
     assert support("link_down", frozenset()) == "yes"   # the proxy, not a cluster primitive
 
 
@@ -115,3 +115,10 @@ def test_chaosbench_list_reads_the_same_derivation(monkeypatch):
     assert res.exit_code == 0, res.output
     row = [line for line in res.output.splitlines() if "corrupt_checkpoint" in line][-1]   # the per-backend table
     assert [cell.strip() for cell in row.split("│")[1:-1]] == ["corrupt_checkpoint", "yes", "yes", "only tier=nvme"]
+
+
+def test_a_backend_without_the_clock_or_disk_hook_says_why():
+    from chaosbench.cluster.slurm.backend import SlurmCluster
+    for prim in ("skew_clock", "fault_disk"):
+        assert prim not in SlurmCluster.supported_faults
+        assert "use the docker" in SlurmCluster.unsupported_why[prim]

@@ -93,20 +93,22 @@ def test_a_valid_scenario_loads(tmp_path, monkeypatch):
 
 def test_needs_follow_the_effects():
     assert needs_of("packet_fault", {"loss_pct": 2, "rate_kbit": 100}) == {"degrade_link", "restore_link"}
-    for effect in ("delay_ms", "jitter_ms", "duplicate_pct", "corrupt_pct"):
+    for effect in ("delay_ms", "duplicate_pct", "corrupt_pct"):
         assert needs_of("packet_fault", {effect: 3}) == {"netem_link", "restore_link"}
+    assert needs_of("packet_fault", {"delay_ms": 3, "jitter_ms": 3}) == {"netem_link", "restore_link"}
 
 
 @pytest.mark.parametrize("has", [False, True])
-def test_docker_withholds_netem_exactly_when_the_kernel_lacks_it(monkeypatch, has):
-    monkeypatch.setattr(innode, "kernel_has_netem", lambda: has)
+def test_docker_withholds_netem_exactly_when_the_kernel_lacks_netem_and_nfqueue(monkeypatch, has):
+    monkeypatch.setattr(innode, "kernel_has_netem", lambda: False)
+    monkeypatch.setattr(innode, "kernel_has_nfqueue", lambda: has)
     supported = DockerCluster.implemented_faults() - DockerCluster.withheld()
     assert {"degrade_link", "restore_link"} <= supported
     assert ("netem_link" in supported) is has
     entries = [type("F", (), {"id": "p1", "kind": "packet_fault", "params": {"delay_ms": 50}})(),
                type("F", (), {"id": "p2", "kind": "packet_fault", "params": {"loss_pct": 2}})()]
     assert missing_primitives(entries, supported) == ([] if has else ["p1 (packet_fault) needs netem_link"])
-    assert "no sch_netem on this kernel; loss_pct and rate_kbit work here" in NO_NETEM
+    assert "neither sch_netem nor nfnetlink_queue" in NO_NETEM and "loss_pct and rate_kbit work here" in NO_NETEM
 
 
 def test_the_local_backend_refuses_with_the_reason(tmp_path):
@@ -210,8 +212,11 @@ def test_doctor_says_which_packet_mechanisms_the_kernel_offers():
            "# CONFIG_NET_SCH_NETEM is not set\n"
     r = packet_check(None, here)
     assert r.status == Status.PASS and "netem: no" in r.evidence and "iptables statistic: yes" in r.evidence
-    assert "loss_pct and rate_kbit work here" in r.evidence
+    assert "loss_pct and rate_kbit work here" in r.evidence and "nfqueue: no" in r.evidence
+    nfq = here + "CONFIG_NETFILTER_NETLINK_QUEUE=y\nCONFIG_NETFILTER_XT_TARGET_NFQUEUE=m\n"
+    r = packet_check(None, nfq)
+    assert r.status == Status.PASS and "nfqueue: yes" in r.evidence and "by the NFQUEUE handler" in r.evidence
     r = packet_check(None, here.replace("# CONFIG_NET_SCH_NETEM is not set", "CONFIG_NET_SCH_NETEM=m"))
-    assert "netem: yes" in r.evidence and "refused" not in r.evidence
+    assert "netem: yes" in r.evidence and "refused" not in r.evidence and "reorder by netem" in r.evidence
     r = packet_check(None, here.replace("CONFIG_NET_CLS_U32=y", ""))
     assert r.status == Status.WARN and "htb + u32: no" in r.evidence

@@ -34,8 +34,15 @@ STORIES = {
     "worker_error": ({"worker_error"}, "memory"),
     "gil_hang": ({"gil_hang"}, "memory"),
     "lossy_network": ({"packet_fault"}, None),
+    "jittery_network": ({"packet_fault"}, None),
+    "corrupt_burst": ({"packet_fault"}, None),
     "silent_corruption": ({"corrupt_replica"}, "memory"),
     "rendezvous_name_failure": ({"dns_fault", "kill_worker"}, "memory"),
+    "clock_jump": ({"clock_skew"}, None),
+    "skewed_checkpoint_stamps": ({"clock_skew", "kill_all"}, "nvme"),
+    "nvme_eio": ({"disk_fault"}, None),
+    "bitflip_on_read": ({"disk_fault", "kill_all"}, "nvme"),
+    "lost_unsynced_writes": ({"disk_fault", "kill_all"}, "nvme"),
 }
 
 

@@ -2,6 +2,8 @@
 import os
 import urllib.request
 
+from pathlib import Path
+
 import pytest
 
 from chaosbench.services.etcd_server import EtcdError, EtcdServer
@@ -32,7 +34,9 @@ def test_lifecycle_restart_keeps_data_pause_resume(tmp_path):
         assert etcd.client_port == port and etcd.proc.pid != pid
         assert _v2_get(etcd.url, "k") == "v1"
         etcd.pause()
-        assert not etcd.health(0.5)[0]             # hung: the socket is open, nobody answers
+        ok, detail = etcd.health(0.5)
+        state = Path(f"/proc/{etcd.proc.pid}/stat").read_text().split(")")[-1].split()[0]
+        assert not ok, f"a stopped etcd answered (state {state}): {detail}"   # hung: the socket is open, nobody answers
         etcd.resume()
         assert etcd.health(2)[0]
         etcd.kill()

@@ -50,7 +50,7 @@ class LocalStore:
         final = os.path.join(self.root, step_dir_name(step))
         tmp = os.path.join(self.root, f".tmp-{step_dir_name(step)}-{os.getpid()}")
         try:
-            os.makedirs(self.root, exist_ok=True)
+            self._make_root()
             self._make_room(len(data))
             shutil.rmtree(tmp, ignore_errors=True)
             os.mkdir(tmp)
@@ -81,6 +81,23 @@ class LocalStore:
                 os.fsync(fd)
         finally:
             os.close(fd)
+
+    def _make_root(self) -> None:
+        """Create the root and missing parents, each new entry fsynced into its parent: POSIX makes a
+        directory's name durable only by an fsync of its parent, and without it a power loss after the
+        first save may take the whole tier's directory, with the checkpoints fsynced inside it."""
+        missing, path = [], self.root
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for d in reversed(missing):
+            try:
+                os.mkdir(d)   # under a file: ENOTDIR, as makedirs says it
+            except FileExistsError:
+                pass          # made meanwhile by another writer: still fsync it into its parent
+            self._sync_dir(os.path.dirname(d))
+        if not missing:
+            os.makedirs(self.root, exist_ok=True)   # there already (or a file: the error names it)
 
     def _sync_dir(self, path: str) -> None:
         if not self.fsync:

@@ -30,22 +30,25 @@ from chaosbench.cluster.slurm.conf import CONTROLLER, compute_hosts, slurm_conf
 
 LABEL = "io.chaosbench.slurm"
 DOCKERFILE_DIR = images.COMPOSE_DIR / "slurm"
+ENTRYPOINT = "/usr/local/bin/slurm-entrypoint"   # compose/slurm/Dockerfile copies it there
 ROOT = Path(os.environ.get("CHAOSBENCH_SLURM_TESTROOT", "/tmp"))
 
 
 def build_image() -> str:
+    # no --label: the node image's label is inherited, and the flag costs a step (see Dockerfile.deps)
     node = images.node_image()
     parts = [node] + [(DOCKERFILE_DIR / f).read_bytes() for f in sorted(os.listdir(DOCKERFILE_DIR))]
     tag = f"chaosbench/slurm:{images._sha(*parts)}"
     if not images.image_exists(tag):
-        images._run(["docker", "build", "-q", "-t", tag, "--label", images.LABEL, "--build-arg", f"NODE={node}",
+        images._run(["docker", "build", "-q", "-t", tag, "--build-arg", f"NODE={node}",
                      str(DOCKERFILE_DIR)], timeout=1800, stdout=subprocess.DEVNULL)
     return tag
 
 
 def render(name: str, image: str, hosts: list[str], root: Path, subnet: str, cpus: int = 2) -> dict:
     # init: a real PID 1 reaps step processes orphaned by a killed step (slurmd does not)
-    common = {"image": image, "labels": {LABEL: name}, "init": True,
+    # the entrypoint here, not in the image: one build step fewer (see compose/Dockerfile.deps)
+    common = {"image": image, "labels": {LABEL: name}, "init": True, "entrypoint": [ENTRYPOINT],
               "volumes": [f"{root / 'etc'}:/etc/slurm-shared:ro", f"{root / 'shared'}:{root / 'shared'}"],
               "networks": ["slurm"]}
     services = {CONTROLLER: {**common, "container_name": f"{name}-{CONTROLLER}", "hostname": CONTROLLER,

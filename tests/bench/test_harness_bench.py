@@ -1,0 +1,46 @@
+"""bench/harness.py's bookkeeping: phase spans from events, medians with spread per tree and scenario,
+a JUnit file's times. No cluster, no timing."""
+import json
+
+import pytest
+
+from .loader import import_bench
+
+
+@pytest.fixture(scope="module")
+def harness():
+    yield from import_bench("harness")
+
+
+def test_first_event_and_step_span_over_every_rank(harness, tmp_path):
+    ev = tmp_path / "events"
+    ev.mkdir()
+    lines = [{"ts": 10.0, "event": "phase"}, {"ts": 11.0, "event": "step"}, {"ts": 19.0, "event": "step"}]
+    (ev / "events-node-0.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\nnot json\n")
+    (ev / "events-node-1.jsonl").write_text(json.dumps({"ts": 20.5, "event": "step"}) + "\n")
+    assert harness.steps_span(tmp_path) == (10.0, (11.0, 20.5))
+    (ev / "events-node-0.jsonl").write_text(json.dumps({"ts": 3.0, "event": "phase"}) + "\n")
+    (ev / "events-node-1.jsonl").unlink()
+    assert harness.steps_span(tmp_path) == (3.0, None)   # no step: no training span, never 0
+
+
+def test_summary_keeps_trees_apart_with_median_and_range(harness):
+    def row(tree, wall, up):
+        return {"tree": tree, "scenario": "node_loss", "verdict": "passed", "wall_s": wall, "overhead_s": wall - 16,
+                "phases_s": {"cluster_up": up, "teardown": None}}
+    rows = [row("/base", 30.0, 2.0), row("/new", 26.0, 3.5), row("/base", 32.0, 2.2), row("/new", 25.0, 3.0),
+            row("/base", 29.0, 1.9)]
+    text = "\n".join(harness.summary(rows))
+    assert "node_loss [/base] x3" in text and "node_loss [/new] x2" in text
+    base, new = text.split("node_loss [/new]")
+    assert "30.0 (29.0-32.0)" in base and "2.0 (1.9-2.2)" in base
+    assert "25.5 (25.0-26.0)" in new
+    assert "teardown               -" in new   # a phase never seen is said, not zero
+
+
+def test_junit_times_slowest_first(harness, tmp_path):
+    xml = tmp_path / "j.xml"
+    xml.write_text('<testsuites><testsuite><testcase classname="t.lib" name="a" time="35.5"/>'
+                   '<testcase classname="t.lib" name="b" time="71.0"/><testcase classname="t.lib" name="c"/>'
+                   '</testsuite></testsuites>')
+    assert harness.junit_times(xml) == [("t.lib::b", 71.0), ("t.lib::a", 35.5), ("t.lib::c", 0.0)]
