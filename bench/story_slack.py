@@ -4,7 +4,8 @@ time that a smaller `reaches_step` could give back. Reads finished runs' result.
     python bench/story_slack.py reports/            # every run under it (newest per scenario)
     python bench/story_slack.py reports/node_join-2026*  # named run directories
 
-A fault settles at its last recovery's first step, else at its heal, else at its injection. The
+A fault settles at the latest of its injection, its heal and its recovery's first step (a rejoin
+after a heal is a restart round, not a recovery record: such a story settles at the heal). The
 table gives, per scenario: wall time, the training span, the step and time at which the last fault
 settled, the step the run ended at, and the seconds and share of wall time trained after that.
 Trimming is a judgement per story (a check may need steps after the heal: stalls, replicas agreeing
@@ -23,21 +24,16 @@ def _num(v) -> bool:
 
 
 def settled_at(result: dict) -> float | None:
-    """The latest of every fault's settle time (see module doc); None for a run without faults."""
-    recs = {}
+    """The latest settle time over every fault (see module doc); None for a run without faults."""
+    recs: dict = {}
     for rec in result.get("recoveries") or []:
         if _num(rec.get("first_step_at")):
             recs[rec.get("fault_id")] = max(recs.get(rec.get("fault_id"), 0.0), rec["first_step_at"])
-    times = []
+    times = list(recs.values())   # a recovery without a fault row settles too
     for f in result.get("faults") or []:
-        t = recs.get(f.get("id"))
-        for key in ("healed_at", "injected_at"):
-            if t is None and _num(f.get(key)):
-                t = f[key]
-        if t is not None:
-            times.append(t)
-    # a recovery without a fault row (a restart the harness saw but did not cause) settles too
-    times.extend(recs.values())
+        marks = [t for t in (f.get("injected_at"), f.get("healed_at"), recs.get(f.get("id"))) if _num(t)]
+        if marks:
+            times.append(max(marks))
     return max(times) if times else None
 
 

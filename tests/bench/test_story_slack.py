@@ -26,6 +26,14 @@ def test_a_recovery_settles_later_than_its_fault_heal(slack):
     assert row["end_step"] == 100 and row["training_s"] == 49.5
 
 
+def test_a_heal_after_the_loss_recovery_settles_at_the_heal(slack):
+    # a node lost (recovered at 106 s) and restarted at 120 s: its rejoin is a round, not a recovery
+    result = {"duration_s": 60.0, "timeline": {"steps": _steps(100)},
+              "faults": [{"id": "f1", "injected_at": 101.0, "healed_at": 120.0}],
+              "recoveries": [{"fault_id": "f1", "first_step_at": 106.0}]}
+    assert slack.settled_at(result) == 120.0 and slack.slack(result)["settled_step"] == 41
+
+
 def test_a_heal_without_a_recovery_settles_at_the_heal_and_a_fault_never_injected_is_no_fault(slack):
     result = {"duration_s": 30.0, "timeline": {"steps": _steps(20)},
               "faults": [{"id": "f1", "injected_at": 102.0, "healed_at": 105.0}, {"id": "f2", "error": "refused"}]}
