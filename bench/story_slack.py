@@ -18,6 +18,12 @@ import json
 import sys
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from chaosbench.report.errors import ReportInputError   # noqa: E402
+from chaosbench.report.load import load_result          # noqa: E402  (the report's own reader and checks)
+
 
 def _num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -76,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for f in newest_runs(args.paths):
         try:
-            rows.append(slack(json.loads(f.read_text())))
-        except (OSError, ValueError) as e:
-            rows.append({"scenario": f.parent.name, "error": f"{f}: {e}"})
+            rows.append(slack(load_result(f.parent)))
+        except ReportInputError as e:
+            rows.append({"scenario": f.parent.name, "error": str(e)})
     if not rows:
         print("no result.json found under " + ", ".join(map(str, args.paths)), file=sys.stderr)
         return 2

@@ -57,4 +57,7 @@ def test_newest_run_per_scenario_and_an_unreadable_file_is_named(slack, tmp_path
     (tmp_path / "clock_jump-20261124-110000-cccc" / "result.json").write_text("{broken")
     assert slack.main([str(tmp_path)]) == 0
     assert "clock_jump-20261124-110000-cccc/result.json" in capsys.readouterr().out
+    (tmp_path / "node_join-20261124-120000-bbbb" / "result.json").write_text(json.dumps({"recoveries": 5}))
+    assert slack.main([str(tmp_path)]) == 0   # a wrong-typed field is a row naming it, not a traceback
+    assert "field 'recoveries' must be a list" in capsys.readouterr().out
     assert slack.main([str(tmp_path / "nothing")]) == 2
