@@ -17,7 +17,7 @@ from pathlib import Path
 
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import (Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed,
+from chaosbench.cluster.base import (DISK_LAYER_WHY, Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed,
                                      launcher_status)
 from chaosbench.cluster.clean import SHM_ROOT, sweep_local
 from chaosbench.cluster.host_services import REPO, HostServices
@@ -32,7 +32,7 @@ _NETWORK_REASON = ("needs network namespaces/iptables (root) to cut one local pr
                    "use the docker backend")
 
 
-DISK_PRIMITIVES = frozenset({"fault_disk", "heal_disk", "disk_stats"})
+DISK_PRIMITIVES = frozenset(DISK_LAYER_WHY)   # the disk layer's primitives, named once in base
 
 
 def _no_fuse() -> str | None:
