@@ -126,7 +126,7 @@ def _summary(outcomes) -> None:
             continue
         n_ok = sum(c.status == "passed" for c in r.checks)
         ended = r.ending or "?"   # how the run stopped (docs/result.md): a stuck or timed-out run never passes
-        ended = ended if ended in ("reached_step", "completed") else f"[red]{escape(ended)}[/red]"
+        ended = ended if ended in ("reached_step", "settled", "completed") else f"[red]{escape(ended)}[/red]"
         t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", ended, f"{n_ok}/{len(r.checks)}",
                   str(o.run_dir / "report.html" if (o.run_dir / "report.html").exists() else o.run_dir))
         if r.error:

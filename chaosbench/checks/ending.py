@@ -1,8 +1,8 @@
 """How the run ended, as a check: a run that hung, timed out or lost every node never passes.
 
 The runner records the ending in harness.json (`ending`, with `stop_reason` in words): the normal
-endings are `reached_step` (expect.reaches_step reached, every fault done and settled) and
-`completed` (no step target; every node exited 0). Any other ending fails the run, whatever the
+endings are `reached_step` (expect.reaches_step reached, every fault done and settled),
+`settled` (expect.trains_after_settle steps trained after the last fault settled) and `completed` (no step target; every node exited 0). Any other ending fails the run, whatever the
 other checks say, unless the scenario names it (`expect: {ends: stuck}` for a story about a hang).
 A history without a run record (no harness.json) has no ending to judge: no check.
 """
@@ -14,9 +14,9 @@ from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
-NORMAL = ("reached_step", "completed")
+NORMAL = ("reached_step", "settled", "completed")
 # stop_reason prefixes of runs recorded before `ending` was written
-_BY_PREFIX = (("reached step", "reached_step"), ("timeout", "timeout"), ("stuck", "stuck"),
+_BY_PREFIX = (("reached step", "reached_step"), ("trained ", "settled"), ("timeout", "timeout"), ("stuck", "stuck"),
               ("every node exited", "nodes_exited"))
 
 

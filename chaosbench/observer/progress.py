@@ -19,6 +19,7 @@ class Progress:
     finished_nodes: set[str] = field(default_factory=set)          # nodes whose ranks emitted run_complete
     message: str = ""
     last_fatal: str = ""                                           # node: error of the newest fatal event
+    stretch: "Stretch" = field(default_factory=lambda: Stretch())   # the current unbroken run of steps
 
     def update(self, ev: dict) -> None:
         self.events_seen += 1
@@ -30,6 +31,7 @@ class Progress:
                 self.step = step
                 self.last_progress_at = time.time()
             self.world_size = ev.get("world_size", self.world_size)
+            self.stretch = self.stretch.after(ev, time.time())
             if ev.get("observed"):   # a job without phase events: its steps are all we know of its phase
                 self.trainer_phases[node] = f"training (restart {ev.get('restart_count', '?')})"
         elif name == "worker_start":   # the node watcher saw a worker process start (docs/byo-trainer.md)
@@ -43,3 +45,35 @@ class Progress:
             self.last_fatal = f"{node}: {ev.get('error_type', '')} {str(ev.get('error', ''))[:200]}".strip()
         elif name == "run_complete":
             self.finished_nodes.add(node)
+
+
+@dataclass
+class Stretch:
+    """Steps trained without a break: one world size, no node restarting, no step going back.
+
+    The settle stop rule (scenario/stop.py) counts steps within it: a restart, a node joining or
+    leaving, or a restore to an older step starts a new stretch, so steps of a round that is about
+    to be torn down never count as settled training.
+    """
+    world: int | None = None
+    restarts: dict[str, object] = field(default_factory=dict)    # node -> restart_count its steps carry
+    top: int = -1                                                 # highest step in the stretch
+    marks: list[tuple[float, int]] = field(default_factory=list)  # (seen at, new highest step)
+
+    def after(self, ev: dict, now: float) -> "Stretch":
+        step, world, node = int(ev.get("step", 0)), ev.get("world_size"), str(ev.get("node", "?"))
+        broken = (self.marks and (world != self.world or step < self.marks[0][1]
+                  or (node in self.restarts and self.restarts[node] != ev.get("restart_count"))))
+        cur = Stretch(world) if broken or not self.marks else self
+        cur.restarts[node] = ev.get("restart_count")
+        if step > cur.top:
+            cur.top = step
+            cur.marks.append((now, step))
+        return cur
+
+    def steps_since(self, t: float) -> int:
+        """Steps this stretch trained after time t (its first step counts when it came after t)."""
+        if not self.marks:
+            return 0
+        before = [s for at, s in self.marks if at <= t]
+        return self.top - (before[-1] if before else self.marks[0][1] - 1)

@@ -151,6 +151,15 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
     if e.ends in ("stuck", "timeout", "nodes_exited", "completed") and e.reaches_step is not None:
         add(("expect", "ends"), f"ends: {e.ends} with reaches_step: a run stops once it reaches that step, so it "
                                 f"cannot end {e.ends}; drop reaches_step (or ends)")
+    if e.trains_after_settle is not None and e.reaches_step is not None:
+        add(("expect", "trains_after_settle"), "trains_after_settle with reaches_step: the run would stop at "
+                                               "whichever comes first; keep one (reaches_step: an absolute step; "
+                                               "trains_after_settle: steps after the last fault settled)")
+    if e.ends == "settled" and e.trains_after_settle is None:
+        add(("expect", "ends"), "ends: settled needs expect.trains_after_settle")
+    if e.ends in ("stuck", "timeout", "nodes_exited", "completed") and e.trains_after_settle is not None:
+        add(("expect", "ends"), f"ends: {e.ends} with trains_after_settle: a run stops once it trained that many "
+                                f"settled steps, so it cannot end {e.ends}; drop trains_after_settle (or ends)")
     for i, f in enumerate(s.faults):
         if e.reaches_step is not None and f.at.step is not None and f.at.step >= e.reaches_step:
             add(("faults", i, "at", "step"), f"trigger step {f.at.step} is not before expect.reaches_step "

@@ -22,7 +22,7 @@ Rendezvous = Literal["c10d", "c10d-links", "etcd-v3", "etcd"]
 # How a run ended (result.json `ending`, docs/result.md). The first two are the normal endings; a
 # scenario about a hang or a crash names the ending it expects (`expect: {ends: stuck}`), else any
 # other ending fails the run whatever the checks say.
-Ending = Literal["reached_step", "completed", "stuck", "timeout", "nodes_exited"]
+Ending = Literal["reached_step", "settled", "completed", "stuck", "timeout", "nodes_exited"]
 
 
 class Strict(BaseModel):
@@ -343,6 +343,10 @@ class Expect(Strict):
     world_sizes: list[int] | None = None
     reaches_step: int | None = Field(None, ge=1)
     within_seconds: float | None = Field(None, gt=0, description="time budget for reaches_step")
+    trains_after_settle: int | None = Field(None, ge=5, description="stop once the job trained this many steps "
+                                            "(5 or more: fewer could be a dying round's in-flight steps) in one unbroken stretch (one world size, no restart) after every "
+                                            "fault fired and healed, at the final world size when the story names "
+                                            "one (scenario/stop.py, checks/settle.py)")
     no_restart: bool | None = None
     loss_continuity: LossContinuity | bool | None = None
     checkpoints_valid: bool | None = None

@@ -17,11 +17,19 @@ class StopRule:
     timeout_s: float
     stuck_after_s: float
     settle_s: float
+    settled_steps: int | None = None   # expect.trains_after_settle
+    final_world: int | None = None     # the world size the story ends at, when it names one
 
     @classmethod
     def of(cls, scenario, started_at: float) -> "StopRule":
-        run = scenario.run
-        return cls(started_at, scenario.expect.reaches_step, run.timeout_s, run.stuck_after_s, run.settle_s)
+        run, e = scenario.run, scenario.expect
+        return cls(started_at, e.reaches_step, run.timeout_s, run.stuck_after_s, run.settle_s,
+                   e.trains_after_settle, final_world(e))
+
+
+def final_world(e) -> int | None:
+    """The world size a story ends at: world_size_after, else the last of world_sizes."""
+    return e.world_size_after if e.world_size_after is not None else (e.world_sizes or [None])[-1]
 
 
 def stop_reason(progress, schedule: Schedule, now: float, cfg: StopRule, *, reached_at: float | None = None,
@@ -34,8 +42,12 @@ def stop_reason(progress, schedule: Schedule, now: float, cfg: StopRule, *, reac
     """
     if reached_at is not None and schedule.finished and now - settled_from(schedule, cfg, reached_at) >= cfg.settle_s:
         return f"reached step {cfg.target}", "reached_step"
+    settled = _settled(progress, schedule, cfg)
+    if settled:
+        return settled, "settled"
     if now - cfg.started_at > cfg.timeout_s:
-        return f"timeout: {cfg.timeout_s:g} s elapsed (highest step {progress.step})", "timeout"
+        return f"timeout: {cfg.timeout_s:g} s elapsed (highest step {progress.step}{_waiting(progress, cfg)})", \
+            "timeout"
     if now - progress.last_progress_at > cfg.stuck_after_s:
         phases = ", ".join(f"{n}: {p}" for n, p in sorted(progress.trainer_phases.items()))
         return (f"stuck: no new step for {cfg.stuck_after_s:g} s (highest step {progress.step}; "
@@ -58,12 +70,41 @@ def settled_from(schedule: Schedule, cfg: StopRule, reached_at: float) -> float:
                                if p.state == "done" and p.heal_at is not None])
 
 
+def faults_settled_at(schedule: Schedule, cfg: StopRule) -> float:
+    """When the last planned fault was injected or healed (wall clock); training start without faults."""
+    return cfg.started_at + max([0.0] + [t for p in schedule.plans for t in (p.injected_at, p.heal_at)
+                                         if t is not None])
+
+
+def _settled(progress, schedule: Schedule, cfg: StopRule) -> str:
+    """'trained N steps ...' once every fault is done and the current stretch of steps (one world,
+    no restart) trained settled_steps after the last injection or heal, at the story's final world
+    size when it names one; '' until then. A restart after that point starts the count again."""
+    if cfg.settled_steps is None or not schedule.finished:
+        return ""
+    stretch = progress.stretch
+    if cfg.final_world is not None and stretch.world != cfg.final_world:
+        return ""
+    if stretch.steps_since(faults_settled_at(schedule, cfg)) < cfg.settled_steps:
+        return ""
+    return (f"trained {cfg.settled_steps} steps at world size {stretch.world} after the last fault settled "
+            f"(step {stretch.top})")
+
+
 def exit_ending(exited: str, target: int | None, faults_done: bool) -> str:
     """Every node gone: the job ran to its end ('completed': no step target, each node exited 0,
     every fault done), else the nodes died ('nodes_exited')."""
     codes = [part.rsplit(" ", 1)[-1] for part in exited.split(", ")]
     clean = target is None and faults_done and all(c == "exited:0" for c in codes)
     return "completed" if clean else "nodes_exited"
+
+
+def _waiting(progress, cfg: StopRule) -> str:
+    if cfg.settled_steps is None:
+        return ""
+    want = "" if cfg.final_world is None else f" at world size {cfg.final_world}"
+    return (f"; never trained {cfg.settled_steps} steps{want} after the last fault settled: the last stretch "
+            f"of steps was at world size {progress.stretch.world}")
 
 
 def _fatal(progress) -> str:

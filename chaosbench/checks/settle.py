@@ -1,0 +1,67 @@
+"""`trains_after_settle`: the job trained N steps in one unbroken stretch after its last fault settled.
+
+The settle stop rule (scenario/stop.py) ends a run as soon as it saw that; this check asks the
+history the same question, so a run that stopped `settled` on a live view the events do not bear
+out (steps of a round about to restart, the wrong world size, a fault still in place) fails here.
+The history's stretches are cut as the live view cuts them (observer.progress.Stretch): a new
+world size, a node's restart count changing, a step going back.
+"""
+from __future__ import annotations
+
+from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
+from chaosbench.checks.history import History
+from chaosbench.checks.observed import confirmed_steps
+from chaosbench.checks.registry import check
+from chaosbench.observer.progress import Stretch
+from chaosbench.result import CheckResult, Recovery
+from chaosbench.scenario.model import Expect
+from chaosbench.scenario.stop import final_world
+
+
+def stretches(steps: list[dict]) -> list[Stretch]:
+    """The unbroken stretches of these step events, by their own timestamps."""
+    out: list[Stretch] = []
+    cur = Stretch()
+    for ev in sorted(steps, key=lambda ev: ev["ts"]):
+        nxt = cur.after(ev, float(ev["ts"]))
+        if nxt is not cur and cur.marks:
+            out.append(cur)
+        cur = nxt
+    return out + ([cur] if cur.marks else [])
+
+
+@check("trains_after_settle")
+def trains_after_settle(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    n = e.trains_after_settle
+    if n is None:
+        return None
+    name, world = "trains_after_settle", final_world(e)
+    expected = f"{n} steps" + (f" at world size {world}" if world is not None else "") + " after the last fault settled"
+    if not h.events:
+        return not_evaluated(name, expected, NO_EVENTS)
+    unsettled = h.harness.get("faults_unfinished") or []
+    if unsettled:
+        return failed(name, expected, None, f"faults never done (fired and healed) before the run stopped: "
+                                            f"{', '.join(unsettled)}, so nothing had settled")
+    steps = confirmed_steps(h)
+    if not steps:
+        return not_evaluated(name, expected, "no step was seen (docs/byo-trainer.md: trainer.progress or "
+                                             "chaosbench.instrument's step())")
+    start = float(h.harness.get("training_started_at") or min(ev["ts"] for ev in h.events))
+    since = max([start] + [t for w in h.faults for t in (w.injected_at, w.healed_at) if t is not None])
+    best, best_world = 0, None
+    for s in stretches(steps):
+        got = s.steps_since(since)
+        if world is not None and s.world != world:
+            continue
+        if got >= n:
+            return passed(name, expected, f"{got} steps at world size {s.world}",
+                          f"steps {s.top - got + 1}-{s.top} trained at world size {s.world} without a restart after "
+                          f"the last fault settled ({since - start:.1f} s into training)")
+        if got > best:
+            best, best_world = got, s.world
+    where = f"at world size {world}" if world is not None else "in one stretch"
+    seen = f"at most {best} steps {where}" if best_world is not None or world is None else f"no step {where}"
+    return failed(name, expected, seen, f"after the last fault settled ({since - start:.1f} s into training) the "
+                                        f"job trained {seen} without a restart; highest step {h.max_step()}"
+                                        + (f" (run stopped: {h.harness['stop_reason']})" if h.harness.get("stop_reason") else ""))
