@@ -20,6 +20,7 @@ class Progress:
     message: str = ""
     last_fatal: str = ""                                           # node: error of the newest fatal event
     stretch: "Stretch" = field(default_factory=lambda: Stretch())   # the current unbroken run of steps
+    acted: dict[str, float] = field(default_factory=dict)          # cooperative fault id -> when the job said it acted
 
     def update(self, ev: dict) -> None:
         self.events_seen += 1
@@ -43,6 +44,8 @@ class Progress:
             self.trainer_phases[node] = f"{ev.get('phase')} (restart {ev.get('restart_count', '?')})"
         elif name == "fatal":
             self.last_fatal = f"{node}: {ev.get('error_type', '')} {str(ev.get('error', ''))[:200]}".strip()
+        elif name in ("fault_fired", "fault_refused"):
+            self.acted.setdefault(str(ev.get("fault_id")), time.time())
         elif name == "run_complete":
             self.finished_nodes.add(node)
 

@@ -82,10 +82,17 @@ def _settled(progress, schedule: Schedule, cfg: StopRule) -> str:
     size when it names one; '' until then. A restart after that point starts the count again."""
     if cfg.settled_steps is None or not schedule.finished:
         return ""
+    # a cooperative fault's inject is only the command's delivery: it happened when the job said so
+    from chaosbench.faults.inprocess import is_cooperative
+    acted = getattr(progress, "acted", {})
+    coop = [p.fault_id for p in schedule.plans if is_cooperative(p.entry.kind)]
+    if any(f not in acted for f in coop):
+        return ""
     stretch = progress.stretch
     if cfg.final_world is not None and stretch.world != cfg.final_world:
         return ""
-    if stretch.steps_since(faults_settled_at(schedule, cfg)) < cfg.settled_steps:
+    since = max([faults_settled_at(schedule, cfg)] + [acted[f] for f in coop])
+    if stretch.steps_since(since) < cfg.settled_steps:
         return ""
     return (f"trained {cfg.settled_steps} steps at world size {stretch.world} after the last fault settled "
             f"(step {stretch.top})")

@@ -103,3 +103,28 @@ def test_progress_keeps_the_stretch_of_the_live_view():
         p.update({"event": "step", "step": st, "world_size": 3, "node": "node-0", "restart_count": 0})
     p.update({"event": "step", "step": 2, "world_size": 2, "node": "node-0", "restart_count": 1})
     assert p.step == 3 and p.stretch.world == 2 and p.stretch.top == 2
+
+
+def test_a_cooperative_fault_settles_only_once_the_job_said_it_acted():
+    # corrupt_replica is delivered at step 20 and acts at step 42: the steps between are not settled
+    sc = sched([{"at": {"step": 20}, "corrupt_replica": {"rank": 1, "step": 42}}])
+    assert fire(sc, 2.0, step=20) == [("inject", "f1")] and sc.finished
+    s = feed(Stretch(), range(20, 42), 2, T0 + 2.0)
+    p = progress(s)
+    p.acted = {}
+    assert stop_reason(p, sc, T0 + 4.5, rule(n=10)) is None          # 21 steps after delivery: not enough
+    p.acted = {"f1": T0 + 4.15}
+    s = feed(s, range(42, 51), 2, T0 + 4.2)
+    p = progress(s)
+    p.acted = {"f1": T0 + 4.15}
+    assert stop_reason(p, sc, T0 + 5.2, rule(n=10)) is None          # 9 steps after it acted
+    s = feed(s, [51], 2, T0 + 5.3)
+    p = progress(s)
+    p.acted = {"f1": T0 + 4.15}
+    assert stop_reason(p, sc, T0 + 5.4, rule(n=10))[1] == "settled"
+
+
+def test_progress_records_when_the_job_acted_on_a_command():
+    p = Progress()
+    p.update({"event": "fault_fired", "fault_id": "f1", "node": "node-1"})
+    assert "f1" in p.acted
