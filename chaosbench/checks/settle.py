@@ -43,6 +43,9 @@ def trains_after_settle(h: History, e: Expect, recs: list[Recovery]) -> CheckRes
     if unsettled:
         return failed(name, expected, None, f"faults never done (fired and healed) before the run stopped: "
                                             f"{', '.join(unsettled)}, so nothing had settled")
+    if h.unfired:   # a cooperative command the job never acted on: its moment, and so the settle point, is unknown
+        return failed(name, expected, None, "faults delivered that the job never acted on: "
+                                            + "; ".join(f"{fid}: {why}" for fid, why in sorted(h.unfired.items())))
     steps = confirmed_steps(h)
     if not steps:
         return not_evaluated(name, expected, "no step was seen (docs/byo-trainer.md: trainer.progress or "

@@ -85,3 +85,11 @@ def test_loader_rules(tmp_path):
         with pytest.raises(ScenarioError, match=msg):
             parse_scenario({**base, "expect": expect}, "s.yaml")
     assert parse_scenario({**base, "expect": {"trains_after_settle": 10}}, "s.yaml").expect.trains_after_settle == 10
+
+
+def test_a_cooperative_fault_the_job_never_acted_on_leaves_nothing_settled():
+    h = node_loss(steps_after=30)
+    h.harness = dict(SETTLED)
+    h.unfired = {"f2": "the job never reached the fault point"}
+    r = results(h, trains_after_settle=10)["trains_after_settle"]
+    assert r.status == "failed" and "f2" in r.reason
