@@ -140,6 +140,10 @@ class PeerLinks:
         except OSError as exc:   # unreachable now: the lease decides about this node
             log.info("no link to %s at %s (%s); its lease alone tells of its death", node, address, exc)
             sock = None
+        if sock is not None and self._on_linked is not None:
+            # before the loop can see the socket: a loss it finds there is reported after this, never
+            # undone by it (a reset right after the connect once left a dead peer marked alive)
+            self._on_linked(node, token)
         with self._lock:   # no longer pending, and (if connected) held, in one step for link()
             self._pending.discard((node, address, token))
             if sock is None:
@@ -151,8 +155,6 @@ class PeerLinks:
                 self._todo.append(("drop", old[0], None))
             self._todo.append(("add", sock, node))
         self._wake()
-        if self._on_linked is not None:
-            self._on_linked(node, token)
 
     def _wake(self) -> None:
         try:

@@ -234,13 +234,23 @@ def test_the_in_node_reader_runs_on_this_kernel():
 
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd_create")
+def _fd_targets(pid: int) -> list[str]:
+    """What a starting process's fds point at; one it closes between listing and reading is skipped."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except FileNotFoundError:
+            pass
+    return out
+
+
 def test_the_ballast_holds_its_pages_in_a_memfd_until_killed():
     p = subprocess.Popen([sys.executable, "-c", docker_memory.BALLAST, docker_memory.BALLAST_MARK, "8"])
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            fds = [os.readlink(f"/proc/{p.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{p.pid}/fd")]
-            memfd = [f for f in fds if docker_memory.BALLAST_MARK in f]
+            memfd = [f for f in _fd_targets(p.pid) if docker_memory.BALLAST_MARK in f]
             if memfd and p.poll() is None:
                 break
             time.sleep(0.1)
