@@ -114,6 +114,7 @@ def _status_table(states: dict[str, dict]) -> Table:
 
 def _summary(outcomes) -> None:
     """Final table, then one line per check that failed or could not be evaluated (the why)."""
+    from chaosbench.checks.ending import NORMAL as NORMAL_ENDINGS   # the ending check's own list
     t = Table(title="chaosbench summary")
     for col in ("scenario", "verdict", "ended", "checks passed", "report"):
         t.add_column(col, overflow="fold")
@@ -126,7 +127,7 @@ def _summary(outcomes) -> None:
             continue
         n_ok = sum(c.status == "passed" for c in r.checks)
         ended = r.ending or "?"   # how the run stopped (docs/result.md): a stuck or timed-out run never passes
-        ended = ended if ended in ("reached_step", "settled", "completed") else f"[red]{escape(ended)}[/red]"
+        ended = ended if ended in NORMAL_ENDINGS else f"[red]{escape(ended)}[/red]"
         t.add_row(r.scenario.name, f"[{style[r.verdict]}]{r.verdict}[/]", ended, f"{n_ok}/{len(r.checks)}",
                   str(o.run_dir / "report.html" if (o.run_dir / "report.html").exists() else o.run_dir))
         if r.error:
