@@ -15,7 +15,6 @@ from chaosbench.checks.registry import check
 from chaosbench.observer.progress import Stretch
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
-from chaosbench.scenario.stop import final_world
 
 
 def stretches(steps: list[dict]) -> list[Stretch]:
@@ -35,7 +34,7 @@ def trains_after_settle(h: History, e: Expect, recs: list[Recovery]) -> CheckRes
     n = e.trains_after_settle
     if n is None:
         return None
-    name, world = "trains_after_settle", final_world(e)
+    name, world = "trains_after_settle", e.final_world()
     expected = f"{n} steps" + (f" at world size {world}" if world is not None else "") + " after the last fault settled"
     if not h.events:
         return not_evaluated(name, expected, NO_EVENTS)

@@ -367,6 +367,10 @@ class Expect(Strict):
     saved_within_grace: bool | None = Field(None, description="per preempt_node fault: a checkpoint saved between "
                                             "the notice and the kill, and restored (checks/grace.py)")
 
+    def final_world(self) -> int | None:
+        """The world size the story ends at: world_size_after, else the last of world_sizes."""
+        return self.world_size_after if self.world_size_after is not None else (self.world_sizes or [None])[-1]
+
     @model_validator(mode="after")
     def _detect_faults_need_bound(self):
         if self.detect_faults is not None and self.max_detection_seconds is None:

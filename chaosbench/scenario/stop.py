@@ -24,12 +24,7 @@ class StopRule:
     def of(cls, scenario, started_at: float) -> "StopRule":
         run, e = scenario.run, scenario.expect
         return cls(started_at, e.reaches_step, run.timeout_s, run.stuck_after_s, run.settle_s,
-                   e.trains_after_settle, final_world(e))
-
-
-def final_world(e) -> int | None:
-    """The world size a story ends at: world_size_after, else the last of world_sizes."""
-    return e.world_size_after if e.world_size_after is not None else (e.world_sizes or [None])[-1]
+                   e.trains_after_settle, e.final_world())
 
 
 def stop_reason(progress, schedule: Schedule, now: float, cfg: StopRule, *, reached_at: float | None = None,
