@@ -51,19 +51,18 @@ def trains_after_settle(h: History, e: Expect, recs: list[Recovery]) -> CheckRes
                                              "chaosbench.instrument's step())")
     start = float(h.harness.get("training_started_at") or min(ev["ts"] for ev in h.events))
     since = max([start] + [t for w in h.faults for t in (w.injected_at, w.healed_at) if t is not None])
-    best, best_world = 0, None
+    best = 0
     for s in stretches(steps):
-        got = s.steps_since(since)
         if world is not None and s.world != world:
             continue
+        got = s.steps_since(since)
         if got >= n:
             return passed(name, expected, f"{got} steps at world size {s.world}",
                           f"steps {s.top - got + 1}-{s.top} trained at world size {s.world} without a restart after "
                           f"the last fault settled ({since - start:.1f} s into training)")
-        if got > best:
-            best, best_world = got, s.world
+        best = max(best, got)
     where = f"at world size {world}" if world is not None else "in one stretch"
-    seen = f"at most {best} steps {where}" if best_world is not None or world is None else f"no step {where}"
+    seen = f"at most {best} steps {where}" if best else f"no step {where}"
     return failed(name, expected, seen, f"after the last fault settled ({since - start:.1f} s into training) the "
                                         f"job trained {seen} without a restart; highest step {h.max_step()}"
                                         + (f" (run stopped: {h.harness['stop_reason']})" if h.harness.get("stop_reason") else ""))
