@@ -29,6 +29,7 @@ from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.faults.capabilities import missing_primitives, needs_of
 from chaosbench.faults.inprocess import is_cooperative
 from chaosbench.observer import EventTail, Progress
+from chaosbench.observer.progress import Stretch
 from chaosbench.recheck import apply_fault_verdicts, verdict_of
 from chaosbench.result import ClusterShape, FaultRecord, RunResult, ScenarioRef, write_run
 from chaosbench.scenario import Scenario, load_scenario
@@ -74,7 +75,8 @@ class Runner:
         self.seed = opts.seed if opts.seed is not None else scenario.seed
         self.run_id = f"{scenario.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         self.run_dir = Path(opts.report_dir) / self.run_id
-        self.progress = Progress(checks_pending=pending_count(scenario.expect))
+        self.progress = Progress(checks_pending=pending_count(scenario.expect),
+                                 stretch=Stretch() if scenario.expect.trains_after_settle else None)
         self.records: dict[str, FaultRecord] = {}
         self.harness: dict = {}          # harness.json: what the runner planned and saw, for the checks
         self.cluster = None

@@ -1,6 +1,7 @@
 """Live view of a run for the progress display and the stop conditions (not for checks)."""
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass, field
 
@@ -19,7 +20,8 @@ class Progress:
     finished_nodes: set[str] = field(default_factory=set)          # nodes whose ranks emitted run_complete
     message: str = ""
     last_fatal: str = ""                                           # node: error of the newest fatal event
-    stretch: "Stretch" = field(default_factory=lambda: Stretch())   # the current unbroken run of steps
+    # the current unbroken run of steps; kept only for a run whose stop rule counts them (runner)
+    stretch: "Stretch | None" = None
     acted: dict[str, float] = field(default_factory=dict)          # cooperative fault id -> when the job said it acted
 
     def update(self, ev: dict) -> None:
@@ -32,7 +34,8 @@ class Progress:
                 self.step = step
                 self.last_progress_at = time.time()
             self.world_size = ev.get("world_size", self.world_size)
-            self.stretch = self.stretch.after(ev, time.time())
+            if self.stretch is not None:
+                self.stretch = self.stretch.after(ev, time.time())
             if ev.get("observed"):   # a job without phase events: its steps are all we know of its phase
                 self.trainer_phases[node] = f"training (restart {ev.get('restart_count', '?')})"
         elif name == "worker_start":   # the node watcher saw a worker process start (docs/byo-trainer.md)
@@ -78,5 +81,5 @@ class Stretch:
         """Steps this stretch trained after time t (its first step counts when it came after t)."""
         if not self.marks:
             return 0
-        before = [s for at, s in self.marks if at <= t]
-        return self.top - (before[-1] if before else self.marks[0][1] - 1)
+        i = bisect.bisect_right(self.marks, t, key=lambda m: m[0])   # marks come in time order
+        return self.top - (self.marks[i - 1][1] if i else self.marks[0][1] - 1)

@@ -79,7 +79,7 @@ def _settled(progress, schedule: Schedule, cfg: StopRule) -> str:
         return ""
     # a cooperative fault's inject is only the command's delivery: it happened when the job said so
     from chaosbench.faults.inprocess import is_cooperative
-    acted = getattr(progress, "acted", {})
+    acted = progress.acted
     coop = [p.fault_id for p in schedule.plans if is_cooperative(p.entry.kind)]
     if any(f not in acted for f in coop):
         return ""

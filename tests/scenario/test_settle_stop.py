@@ -26,7 +26,7 @@ def feed(stretch, steps, world, at, restart=0, nodes=("node-0", "node-1"), dt=0.
 
 def progress(stretch, step=None, last=T0 + 30):
     return SimpleNamespace(step=step or stretch.top, last_progress_at=last, trainer_phases={}, last_fatal="",
-                           stretch=stretch)
+                           stretch=stretch, acted={})
 
 
 def kill_at(seconds):
@@ -98,7 +98,8 @@ def test_without_the_rule_a_stretch_changes_nothing():
 
 
 def test_progress_keeps_the_stretch_of_the_live_view():
-    p = Progress()
+    assert Progress().stretch is None   # a run whose stop rule counts no stretch keeps none
+    p = Progress(stretch=Stretch())
     for st in range(1, 4):
         p.update({"event": "step", "step": st, "world_size": 3, "node": "node-0", "restart_count": 0})
     p.update({"event": "step", "step": 2, "world_size": 2, "node": "node-0", "restart_count": 1})
