@@ -16,6 +16,7 @@ from chaosbench.cluster.base import ClusterError, ClusterSpec
 from chaosbench.cluster.images import REPO, SOURCE_MOUNT
 from chaosbench.cluster.innode_clock import CLOCK_DIR_IN_NODE, node_clock
 from chaosbench.cluster.launch import S3_BUCKET, gated, hosts_store, node_plan
+from chaosbench.cluster.venv_volume import VENV_IN_IMAGE
 
 LABEL_PREFIX = "io.chaosbench"
 ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
@@ -39,6 +40,7 @@ class ComposePlan:
     toxiproxy_image: str | None = None   # a real Toxiproxy image instead of ours
     source_dir: str = str(REPO)           # host checkout mounted read-only into our containers
     control_host_dir: str | None = None   # nodes wait for its GO_FILE (None: they start training at once)
+    venv_volume: str | None = None        # our image's /opt/venv as a volume (venv_volume.py), or None
 
     def ip(self, name: str) -> str:
         hosts = list(self.subnet.hosts())
@@ -72,6 +74,8 @@ def _service(plan: ComposePlan, name: str, role: str, command: list[str], image:
            "networks": {"net": {"ipv4_address": plan.ip(name)}}}
     if image is None:   # our image runs the project's code from the read-only source mount
         svc["volumes"] = [f"{plan.source_dir}:{SOURCE_MOUNT}:ro"]
+        if plan.venv_volume:   # torch's files from the host's disk, not through the image's layers
+            svc["volumes"].append(f"{plan.venv_volume}:{VENV_IN_IMAGE}:ro")
     for key, value in extra.items():
         svc[key] = svc.get(key, []) + value if key == "volumes" else value
     return svc
@@ -163,12 +167,15 @@ def render(plan: ComposePlan, spec: ClusterSpec, nodes: list[str]) -> dict:
             "python", "-m", "chaosbench.proxy", "--host", "0.0.0.0", "--port", str(PROXY_API_PORT)])
     for node in nodes:
         services[node] = node_service(plan, spec, node)
-    return {
+    doc = {
         "services": services,
         "networks": {"net": {
             "driver": "bridge", "labels": plan.labels("network"),
             "ipam": {"config": [{"subnet": str(plan.subnet)}]}}},
     }
+    if plan.venv_volume:   # made by images.node_venv_volume, shared by runs: never the project's
+        doc["volumes"] = {plan.venv_volume: {"external": True}}
+    return doc
 
 
 def render_gpu_override(plan: ComposePlan, nodes: list[str]) -> dict:

@@ -120,7 +120,8 @@ class DockerCluster(Cluster):
             project=self.project, image=image, subnet=_pick_subnet(), owner=owner_mod.token(),
             events_host_dir=str(self.run_dir / "events"), control_host_dir=str(self._control_dir()),
             gpus=_gpus_available() if self._gpus is None else self._gpus,
-            toxiproxy_image=self._toxiproxy_image or os.environ.get("CHAOSBENCH_TOXIPROXY_IMAGE") or None)
+            toxiproxy_image=self._toxiproxy_image or os.environ.get("CHAOSBENCH_TOXIPROXY_IMAGE") or None,
+            venv_volume=images.node_venv_volume(image))
         for node in self._nodes:
             self._make_disk(node)
         self._write_files()

@@ -32,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from chaosbench.cluster import venv_volume
 from chaosbench.cluster.base import ClusterError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -233,6 +234,7 @@ def build(base: str | None = None) -> str:
         deps = build_deps(base_tag)
         node = build_node(deps)
         _write_current(node)
+        venv_volume.volume_for(node, CACHE, prune_others=True)
     _log(f"node image {node} ready in {time.monotonic() - t0:.1f}s")
     return node
 
@@ -249,6 +251,16 @@ def node_image(build_if_missing: bool = True) -> str:
     if build_if_missing:
         return build(os.environ.get("CHAOSBENCH_BASE_IMAGE") or None)
     raise ClusterError("no node image: run `python -m chaosbench.cluster.images build`")
+
+
+def node_venv_volume(image: str) -> str | None:
+    """The read-only volume with `image`'s /opt/venv that our containers mount, where docker's storage
+    driver makes imports from image layers slow (venv_volume.py); made on first use, once per image."""
+    decided, name = venv_volume.known(venv_volume.image_id(image), CACHE)
+    if decided:
+        return name
+    with _build_lock():
+        return venv_volume.volume_for(image, CACHE)
 
 
 def main(argv: list[str] | None = None) -> int:

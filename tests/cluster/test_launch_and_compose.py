@@ -122,3 +122,15 @@ def test_keep_alive_attempts_below_three_are_refused(tmp_path):
         validate(_spec(tmp_path, rendezvous="etcd-v3", rdzv_timeouts={"keep_alive_max_attempt": 2}))
     validate(_spec(tmp_path, rendezvous="etcd", rdzv_timeouts={"keep_alive_max_attempt": 2}))  # v2 ignores it
     validate(_spec(tmp_path, rdzv_timeouts={"keep_alive_max_attempt": 3}))
+
+
+def test_venv_volume_is_mounted_read_only_on_our_containers_only(tmp_path):
+    spec = _spec(tmp_path, nodes=1)
+    doc = render(_compose_plan(tmp_path, venv_volume="chaosbench-venv-abc"), spec, ["node-0"])
+    assert doc["volumes"] == {"chaosbench-venv-abc": {"external": True}}   # never created/removed by the run
+    assert all("chaosbench-venv-abc:/opt/venv:ro" in s["volumes"] for s in doc["services"].values())
+    # a user's trainer image has its own python: nothing of ours over it
+    user = render(_compose_plan(tmp_path, venv_volume="chaosbench-venv-abc"),
+                  _spec(tmp_path, nodes=1, trainer_image="me/trainer:1"), ["node-0"])
+    assert not any(v.endswith(":/opt/venv:ro") for v in user["services"]["node-0"]["volumes"])
+    assert "volumes" not in render(_compose_plan(tmp_path), spec, ["node-0"])

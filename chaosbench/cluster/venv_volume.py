@@ -1,0 +1,108 @@
+"""The node image's Python environment (/opt/venv: torch and its wheels) copied once into a docker
+volume, which our containers mount read-only over the image's own copy.
+
+Why: under the `fuse-overlayfs` storage driver (rootless docker, docker in a container) every file
+a container opens from an image layer goes through a FUSE daemon. `import torch` opens thousands of
+files: 3.0-3.3 s in a node container against 1.8 s on the host, plus the daemon's own CPU, times
+three nodes importing at once on a small machine. A volume lives on the host's filesystem: the same
+import took 2.0-2.1 s, and the main job's overhead fell by 3 s (docs/harness-speed.md). With a
+native driver (overlay2) there is nothing to win, so the volume is made only where the driver is
+slow, or where CHAOSBENCH_VENV_VOLUME=1 asks for it (=0: never).
+
+The volume is named after the image id (`chaosbench-venv-<id>`), so an image rebuilt from a new
+lock gets a new one; `images build` removes the older ones (one still mounted is kept).
+It carries no project label: run clean-ups never touch it; `docker volume rm` does.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chaosbench.cluster.base import ClusterError
+
+VENV_IN_IMAGE = "/opt/venv"
+LABEL = "io.chaosbench.venv"
+SLOW_DRIVERS = {"fuse-overlayfs", "vfs"}
+
+
+def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def wanted() -> bool:
+    """Whether this docker host gains from the volume (CHAOSBENCH_VENV_VOLUME overrides)."""
+    choice = os.environ.get("CHAOSBENCH_VENV_VOLUME", "auto").strip().lower()
+    if choice in ("0", "1"):
+        return choice == "1"
+    if choice != "auto":
+        raise ClusterError(f"CHAOSBENCH_VENV_VOLUME={choice!r}: use 0 (never), 1 (always) or auto "
+                           f"(when docker's storage driver is one of {sorted(SLOW_DRIVERS)})")
+    out = _docker("info", "-f", "{{.Driver}}")
+    return out.returncode == 0 and out.stdout.strip() in SLOW_DRIVERS
+
+
+def _record(cache: Path, image_id: str) -> Path:
+    return cache / "venv-volume" / image_id
+
+
+def known(image_id: str, cache: Path) -> tuple[bool, str | None]:
+    """(decided, volume): what an earlier call decided for this image, if its volume still exists."""
+    record = _record(cache, image_id)
+    if record.exists():   # "" = not wanted on this host, else the volume's name
+        name = record.read_text().strip()
+        if not name or _docker("volume", "inspect", name).returncode == 0:
+            return True, name or None
+    return False, None
+
+
+def image_id(image: str) -> str:
+    out = _docker("image", "inspect", "-f", "{{.Id}}", image)
+    if out.returncode != 0:
+        raise ClusterError(f"image {image!r} is not available: {out.stderr.strip()}")
+    return out.stdout.strip().split(":")[-1][:16]
+
+
+def volume_for(image: str, cache: Path, prune_others: bool = False) -> str | None:
+    """The volume holding `image`'s /opt/venv, made now if it is missing; None where not wanted.
+    Callers hold the image build lock: two makers of one volume would copy into each other."""
+    iid = image_id(image)
+    decided, name = known(iid, cache)
+    if decided:
+        return name
+    record = _record(cache, iid)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    if not wanted():
+        record.write_text("")
+        return None
+    name = f"chaosbench-venv-{iid}"
+    _make(name, image, iid)
+    record.write_text(name + "\n")   # written last: a copy cut short is made again from empty
+    if prune_others:
+        _remove_others(name)
+    return name
+
+
+def _make(name: str, image: str, image_id: str) -> None:
+    # docker fills an empty named volume from the image's directory when a container first mounts
+    # it; a volume left half-filled by an interrupted copy would not be filled again, so start empty.
+    print(f"images: copying {image}'s {VENV_IN_IMAGE} into volume {name} (once per image)",
+          file=sys.stderr, flush=True)
+    _docker("volume", "rm", "-f", name)
+    made = _docker("volume", "create", "--label", f"{LABEL}={image_id}", name)
+    copied = made.returncode == 0 and _docker(
+        "run", "--rm", "--network", "none", "-v", f"{name}:{VENV_IN_IMAGE}", "--entrypoint", "test",
+        image, "-x", f"{VENV_IN_IMAGE}/bin/python", timeout=1800)
+    if made.returncode != 0 or copied.returncode != 0:
+        _docker("volume", "rm", "-f", name)
+        err = (made if made.returncode != 0 else copied).stderr.strip()
+        raise ClusterError(f"could not copy {image}'s {VENV_IN_IMAGE} into volume {name}: {err or 'no python in it'} "
+                           f"(set CHAOSBENCH_VENV_VOLUME=0 to run from the image's own copy)")
+
+
+def _remove_others(keep: str) -> None:
+    names = _docker("volume", "ls", "-q", "--filter", f"label={LABEL}").stdout.split()
+    for other in names:
+        if other != keep:
+            _docker("volume", "rm", other)   # refused while a container mounts it: kept for later
