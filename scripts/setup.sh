@@ -44,7 +44,13 @@ if [ "$images" = 1 ]; then
   # a failed early base build is not fatal: `build` below retries it and reports its error
   wait "$base_pid" || { echo "setup: the early base image build failed (retrying):"; tail -5 "$base_log"; }
   trap - INT TERM; rm -f "$base_log"
-  .venv/bin/python -m chaosbench.cluster.images build
+  # the test command's many runs import torch from a volume where docker's storage driver is slow
+  # (fuse-overlayfs): a minute of copying, repaid over the suite, not by the main job's one run
+  if [ "${1:-}" = "--slurm" ]; then
+    .venv/bin/python -m chaosbench.cluster.images build --venv-volume
+  else
+    .venv/bin/python -m chaosbench.cluster.images build
+  fi
   # the Slurm test cluster's image (tests/slurm) only for the test command (`setup.sh --slurm`):
   # the main job does not use it. Built here rather than inside a test's time limit.
   if [ "${1:-}" = "--slurm" ]; then

@@ -226,15 +226,17 @@ def build_base_only() -> str:
         return build_base()
 
 
-def build(base: str | None = None) -> str:
-    """Build (or reuse) base → deps → node and return the node image tag."""
+def build(base: str | None = None, venv: bool = False) -> str:
+    """Build (or reuse) base → deps → node and return the node image tag; venv=True also makes the
+    node image's /opt/venv volume where the storage driver gains from it (venv_volume.py)."""
     t0 = time.monotonic()
     with _build_lock():
         base_tag = base or build_base()
         deps = build_deps(base_tag)
         node = build_node(deps)
         _write_current(node)
-        venv_volume.volume_for(node, CACHE, prune_others=True)
+        if venv:
+            venv_volume.volume_for(node, CACHE, make=True, prune_others=True)
     _log(f"node image {node} ready in {time.monotonic() - t0:.1f}s")
     return node
 
@@ -255,12 +257,12 @@ def node_image(build_if_missing: bool = True) -> str:
 
 def node_venv_volume(image: str) -> str | None:
     """The read-only volume with `image`'s /opt/venv that our containers mount, where docker's storage
-    driver makes imports from image layers slow (venv_volume.py); made on first use, once per image."""
+    driver makes imports from image layers slow and the volume was made (venv_volume.py)."""
     decided, name = venv_volume.known(venv_volume.image_id(image), CACHE)
     if decided:
         return name
     with _build_lock():
-        return venv_volume.volume_for(image, CACHE)
+        return venv_volume.volume_for(image, CACHE, make=os.environ.get("CHAOSBENCH_VENV_VOLUME") == "1")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,10 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="build or reuse base, deps and node images")
     b.add_argument("--base", default=os.environ.get("CHAOSBENCH_BASE_IMAGE"),
                    help="base image already available to docker (default: debootstrap Debian bookworm)")
+    b.add_argument("--venv-volume", action="store_true",
+                   help="also copy the node image's /opt/venv into a volume our containers import torch from, "
+                        "where docker's storage driver is fuse-overlayfs or vfs (about a minute, once per image)")
     sub.add_parser("base", help="build or reuse the debootstrap base image only (set-up runs it beside pip)")
     args = ap.parse_args(argv)
     try:
-        print(build_base_only() if args.cmd == "base" else build(args.base))
+        print(build_base_only() if args.cmd == "base" else build(args.base, venv=args.venv_volume))
     except ClusterError as exc:
         print(f"images: error: {exc}", file=sys.stderr)
         return 1

@@ -9,8 +9,11 @@ import took 2.0-2.1 s, and the main job's overhead fell by 3 s (docs/harness-spe
 native driver (overlay2) there is nothing to win, so the volume is made only where the driver is
 slow, or where CHAOSBENCH_VENV_VOLUME=1 asks for it (=0: never).
 
-The volume is named after the image id (`chaosbench-venv-<id>`), so an image rebuilt from a new
-lock gets a new one; `images build` removes the older ones (one still mounted is kept).
+The test command's set-up makes it (`images build --venv-volume`, from `setup.sh --slurm`): the copy
+takes about a minute, which many runs repay and the main job's single run does not; a run uses one
+that exists, and makes one only with CHAOSBENCH_VENV_VOLUME=1. It is named after the image id
+(`chaosbench-venv-<id>`), so an image rebuilt from a new lock gets a new one; `images build
+--venv-volume` removes the older ones (one still mounted is kept).
 It carries no project label: run clean-ups never touch it; `docker volume rm` does.
 """
 from __future__ import annotations
@@ -64,8 +67,9 @@ def image_id(image: str) -> str:
     return out.stdout.strip().split(":")[-1][:16]
 
 
-def volume_for(image: str, cache: Path, prune_others: bool = False) -> str | None:
-    """The volume holding `image`'s /opt/venv, made now if it is missing; None where not wanted.
+def volume_for(image: str, cache: Path, make: bool, prune_others: bool = False) -> str | None:
+    """The volume holding `image`'s /opt/venv where this host gains from one, else None; a missing
+    one is made only with make=True (a minute of copying pays off over many runs, not over one).
     Callers hold the image build lock: two makers of one volume would copy into each other."""
     iid = image_id(image)
     decided, name = known(iid, cache)
@@ -75,6 +79,8 @@ def volume_for(image: str, cache: Path, prune_others: bool = False) -> str | Non
     record.parent.mkdir(parents=True, exist_ok=True)
     if not wanted():
         record.write_text("")
+        return None
+    if not make:
         return None
     name = f"chaosbench-venv-{iid}"
     _make(name, image, iid)

@@ -5,7 +5,7 @@ of its own behind; after a SIGKILL, `chaosbench clean` leaves nothing: 0 contain
 volumes, loop disks and devices, shm dirs, processes and iptables rules of ours.
 
 Leftovers are counted per harness (owner token), so other runs on the machine never interfere.
-TRIALS per backend: ABUSE_TRIALS (default 4, about 1 min each on docker, 20 s local).
+TRIALS per backend: ABUSE_TRIALS (default 4, about 35 s each on docker, 20 s local).
 """
 from __future__ import annotations
 
@@ -35,11 +35,13 @@ trainer: {{config: trainer/configs/tiny.yaml, overrides: {{training.max_steps: 4
 faults:
   - at: {{step: 10}}
     kill_worker: {{node: node-1}}
-expect: {{reaches_step: 300}}
+expect: {{reaches_step: 150}}
 run: {{timeout_s: 240}}
 """
-# seconds after start to cover: cluster start, training and, for the late draws, teardown
-WINDOW = {"docker": (1.0, 70.0), "local": (0.5, 30.0)}
+# seconds after start to cover: cluster start, training and, for the late draws, teardown. A docker
+# run of SCENARIO ends ~27 s in (9 s of cluster start and teardown, ~18 s of training): a draw far
+# past its end only waits for it and then finds "run had ended".
+WINDOW = {"docker": (1.0, 32.0), "local": (0.5, 25.0)}
 
 
 def _mine(tok: str, pid: int) -> bool:
