@@ -262,7 +262,7 @@ def node_venv_volume(image: str) -> str | None:
     if decided:
         return name
     with _build_lock():
-        return venv_volume.volume_for(image, CACHE, make=os.environ.get("CHAOSBENCH_VENV_VOLUME") == "1")
+        return venv_volume.volume_for(image, CACHE, make=venv_volume.setting() == "1")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,7 +5,7 @@ Why: under the `fuse-overlayfs` storage driver (rootless docker, docker in a con
 a container opens from an image layer goes through a FUSE daemon. `import torch` opens thousands of
 files: 3.0-3.3 s in a node container against 1.8 s on the host, plus the daemon's own CPU, times
 three nodes importing at once on a small machine. A volume lives on the host's filesystem: the same
-import took 2.0-2.1 s, and the main job's overhead fell by 3 s (docs/harness-speed.md). With a
+import took 2.0-2.1 s, and the main job's overhead fell by about 2 s side by side (docs/harness-speed.md). With a
 native driver (overlay2) there is nothing to win, so the volume is made only where the driver is
 slow, or where CHAOSBENCH_VENV_VOLUME=1 asks for it (=0: never).
 
@@ -19,7 +19,6 @@ It carries no project label: run clean-ups never touch it; `docker volume rm` do
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -30,20 +29,28 @@ LABEL = "io.chaosbench.venv"
 SLOW_DRIVERS = {"fuse-overlayfs", "vfs"}
 
 
-def _docker(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+def _docker(*args: str, timeout: float = 60, check: bool = True) -> str:
+    # docker_cli's wrapper (own session, timeout as ClusterError); imported here because docker_cli
+    # imports compose_file, which imports this module
+    from chaosbench.cluster.docker_cli import docker
+    return docker(*args, timeout=timeout, check=check)
+
+
+def setting() -> str:
+    """CHAOSBENCH_VENV_VOLUME: "0" (never), "1" (always; a run may make one) or "auto" (the default)."""
+    choice = os.environ.get("CHAOSBENCH_VENV_VOLUME", "auto").strip().lower()
+    if choice not in ("0", "1", "auto"):
+        raise ClusterError(f"CHAOSBENCH_VENV_VOLUME={choice!r}: use 0 (never), 1 (always) or auto "
+                           f"(when docker's storage driver is one of {sorted(SLOW_DRIVERS)})")
+    return choice
 
 
 def wanted() -> bool:
     """Whether this docker host gains from the volume (CHAOSBENCH_VENV_VOLUME overrides)."""
-    choice = os.environ.get("CHAOSBENCH_VENV_VOLUME", "auto").strip().lower()
-    if choice in ("0", "1"):
-        return choice == "1"
+    choice = setting()
     if choice != "auto":
-        raise ClusterError(f"CHAOSBENCH_VENV_VOLUME={choice!r}: use 0 (never), 1 (always) or auto "
-                           f"(when docker's storage driver is one of {sorted(SLOW_DRIVERS)})")
-    out = _docker("info", "-f", "{{.Driver}}")
-    return out.returncode == 0 and out.stdout.strip() in SLOW_DRIVERS
+        return choice == "1"
+    return _docker("info", "-f", "{{.Driver}}", check=False).strip() in SLOW_DRIVERS
 
 
 def _record(cache: Path, image_id: str) -> Path:
@@ -55,16 +62,13 @@ def known(image_id: str, cache: Path) -> tuple[bool, str | None]:
     record = _record(cache, image_id)
     if record.exists():   # "" = not wanted on this host, else the volume's name
         name = record.read_text().strip()
-        if not name or _docker("volume", "inspect", name).returncode == 0:
+        if not name or _docker("volume", "inspect", name, check=False):   # "" when it is gone
             return True, name or None
     return False, None
 
 
 def image_id(image: str) -> str:
-    out = _docker("image", "inspect", "-f", "{{.Id}}", image)
-    if out.returncode != 0:
-        raise ClusterError(f"image {image!r} is not available: {out.stderr.strip()}")
-    return out.stdout.strip().split(":")[-1][:16]
+    return _docker("image", "inspect", "-f", "{{.Id}}", image).strip().split(":")[-1][:16]
 
 
 def volume_for(image: str, cache: Path, make: bool, prune_others: bool = False) -> str | None:
@@ -95,20 +99,18 @@ def _make(name: str, image: str, image_id: str) -> None:
     # it; a volume left half-filled by an interrupted copy would not be filled again, so start empty.
     print(f"images: copying {image}'s {VENV_IN_IMAGE} into volume {name} (once per image)",
           file=sys.stderr, flush=True)
-    _docker("volume", "rm", "-f", name)
-    made = _docker("volume", "create", "--label", f"{LABEL}={image_id}", name)
-    copied = made.returncode == 0 and _docker(
-        "run", "--rm", "--network", "none", "-v", f"{name}:{VENV_IN_IMAGE}", "--entrypoint", "test",
-        image, "-x", f"{VENV_IN_IMAGE}/bin/python", timeout=1800)
-    if made.returncode != 0 or copied.returncode != 0:
-        _docker("volume", "rm", "-f", name)
-        err = (made if made.returncode != 0 else copied).stderr.strip()
-        raise ClusterError(f"could not copy {image}'s {VENV_IN_IMAGE} into volume {name}: {err or 'no python in it'} "
-                           f"(set CHAOSBENCH_VENV_VOLUME=0 to run from the image's own copy)")
+    _docker("volume", "rm", "-f", name, check=False)
+    try:
+        _docker("volume", "create", "--label", f"{LABEL}={image_id}", name)
+        _docker("run", "--rm", "--network", "none", "-v", f"{name}:{VENV_IN_IMAGE}", "--entrypoint", "test",
+                image, "-x", f"{VENV_IN_IMAGE}/bin/python", timeout=1800)   # fails when no python came over
+    except ClusterError as exc:
+        _docker("volume", "rm", "-f", name, check=False)
+        raise ClusterError(f"could not copy {image}'s {VENV_IN_IMAGE} into volume {name}: {exc} "
+                           f"(set CHAOSBENCH_VENV_VOLUME=0 to run from the image's own copy)") from exc
 
 
 def _remove_others(keep: str) -> None:
-    names = _docker("volume", "ls", "-q", "--filter", f"label={LABEL}").stdout.split()
-    for other in names:
+    for other in _docker("volume", "ls", "-q", "--filter", f"label={LABEL}", check=False).split():
         if other != keep:
-            _docker("volume", "rm", other)   # refused while a container mounts it: kept for later
+            _docker("volume", "rm", other, check=False)   # refused while a container mounts it: kept for later

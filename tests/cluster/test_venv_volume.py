@@ -1,8 +1,6 @@
 """The node image's /opt/venv as a volume: made once per image where the storage driver is slow,
 never used half-filled, refused with a way out when the copy fails. docker is faked here; every
 docker test and chaos scenario mounts the real one."""
-import subprocess
-
 import pytest
 
 from chaosbench.cluster import venv_volume
@@ -15,27 +13,34 @@ class FakeDocker:
         self.volumes: set[str] = set()
         self.calls: list[tuple] = []
 
-    def __call__(self, *args, timeout=60):
+    def __call__(self, *args, timeout=60, check=True):
+        """docker_cli.docker's contract: stdout; a failure raises with check=True, else gives ""."""
         self.calls.append(args)
-        ok = subprocess.CompletedProcess(args, 0, "", "")
-        bad = subprocess.CompletedProcess(args, 1, "", "boom")
+        out = self._answer(args)
+        if out is None:
+            if check:
+                raise ClusterError(f"docker {' '.join(args)} failed: boom")
+            return ""
+        return out
+
+    def _answer(self, args):
         match args:
             case ("info", *_):
-                return subprocess.CompletedProcess(args, 0, self.driver + "\n", "")
+                return self.driver + "\n"
             case ("image", "inspect", *_):
-                return subprocess.CompletedProcess(args, 0, "sha256:" + "ab" * 32 + "\n", "")
+                return "sha256:" + "ab" * 32 + "\n"
             case ("volume", "inspect", name):
-                return ok if name in self.volumes else bad
+                return "[{}]" if name in self.volumes else None
             case ("volume", "create", *_, name):
                 self.volumes.add(name)
-                return ok
+                return name
             case ("volume", "rm", *names):
-                self.volumes -= set(names)
-                return ok
+                self.volumes -= set(names) - {"-f"}
+                return ""
             case ("volume", "ls", *_):
-                return subprocess.CompletedProcess(args, 0, "\n".join(sorted(self.volumes)), "")
+                return "\n".join(sorted(self.volumes))
             case ("run", *_):
-                return ok if self.copy_ok else bad
+                return "" if self.copy_ok else None
         raise AssertionError(args)
 
 
