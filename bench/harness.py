@@ -36,19 +36,12 @@ MARKS = {"creating": "cluster_up_start", "cluster up": "training_start", "stoppi
 
 
 def steps_span(run_dir: Path) -> tuple[float | None, float | None]:
-    """First event and first/last step times over every rank's events file."""
-    ts_any, ts_step = [], []
-    for f in (run_dir / "events").glob("*.jsonl"):
-        for line in f.read_text(errors="replace").splitlines():
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(e.get("ts"), (int, float)):
-                ts_any.append(e["ts"])
-                if e.get("event") == "step":
-                    ts_step.append(e["ts"])
-    return (min(ts_any) if ts_any else None), (ts_step and (min(ts_step), max(ts_step))) or None
+    """First event and first/last step times over every rank's events, on the run's corrected timeline
+    (History: a node whose clock the scenario skews stamps its events in its own time)."""
+    from chaosbench.checks.history import History
+    events = [e for e in History.load(run_dir).events if isinstance(e.get("ts"), (int, float))]
+    ts_step = [e["ts"] for e in events if e.get("event") == "step"]
+    return (min((e["ts"] for e in events), default=None)), (ts_step and (min(ts_step), max(ts_step))) or None
 
 
 def one_run(scenario: str, backend: str, report_dir: Path) -> dict:

@@ -24,6 +24,24 @@ def test_first_event_and_step_span_over_every_rank(harness, tmp_path):
     assert harness.steps_span(tmp_path) == (3.0, None)   # no step: no training span, never 0
 
 
+def test_step_span_is_on_the_harness_timeline_when_a_node_clock_is_skewed(harness, tmp_path):
+    """clock_jump and skewed_checkpoint_stamps stamp a node's events in its own (wrong) time: the span
+    must come from the corrected timeline, not from an hour-long 'training' (a negative overhead)."""
+    ev = tmp_path / "events"
+    ev.mkdir()
+    files = {"events-node-0.jsonl": [{"ts": 11.0, "event": "step", "node": "node-0"},
+                                     {"ts": 19.0, "event": "step", "node": "node-0"}],
+             "events-node-1.jsonl": [{"ts": 3620.5, "event": "step", "node": "node-1"}]}   # an hour ahead
+    receipts = []
+    for name, lines in files.items():
+        data = "".join(json.dumps(x) + "\n" for x in lines)
+        (ev / name).write_text(data)
+        receipts.append({"rx": lines[-1]["ts"] % 3600 + 0.1, "file": name, "end": len(data.encode())})
+    (tmp_path / "received.jsonl").write_text("".join(json.dumps(r) + "\n" for r in receipts))
+    first, (lo, hi) = harness.steps_span(tmp_path)
+    assert (first, lo) == (11.0, 11.0) and abs(hi - 20.6) < 1e-6, (first, lo, hi)
+
+
 def test_summary_keeps_trees_apart_with_median_and_range(harness):
     def row(tree, wall, up):
         return {"tree": tree, "scenario": "node_loss", "verdict": "passed", "wall_s": wall, "overhead_s": wall - 16,

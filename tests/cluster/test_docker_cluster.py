@@ -11,7 +11,7 @@ from chaosbench.cluster import ClusterSpec, available_backends, create_cluster, 
 from chaosbench.cluster.docker_cli import docker, leftovers, sweep
 
 from .helpers import events, max_step, train_kill_recover, wait_for
-from .test_local_cluster import HARNESS, OVERRIDES
+from .test_local_cluster import HARNESS, OVERRIDES, RDZV_TIMEOUTS
 
 _why = available_backends()["docker"]
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900),
@@ -36,7 +36,7 @@ def image():
 def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
     spec = ClusterSpec(run_id="dock", run_dir=tmp_path, nodes=2, min_nodes=1, max_nodes=2,
                        rendezvous="c10d", trainer_overrides={**OVERRIDES, "checkpoint.s3.enabled": s3},
-                       nvme_size_mb=64)
+                       nvme_size_mb=64, rdzv_timeouts=RDZV_TIMEOUTS)
     cluster = create_cluster("docker", spec, image=image)
     with cluster:
         project = cluster.project

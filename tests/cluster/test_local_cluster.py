@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 OVERRIDES = {"training.max_steps": 100000, "training.step_sleep_s": 0.05,
              "checkpoint.memory_snapshot_interval": 5, "checkpoint.checkpoint_interval": 10,
              "elastic.pg_timeout_s": 180.0, "elastic.health_check_timeout_s": 60.0}
+# the scenarios' fast rendezvous (torch's defaults: keep-alive 5 s x 3, last call 30 s): 13 s a run, not 55
+RDZV_TIMEOUTS = {"keep_alive_interval": 1, "keep_alive_max_attempt": 3, "last_call_timeout": 2}
 
 
 def _alive(markers):
@@ -29,7 +31,8 @@ def _alive(markers):
 @pytest.mark.parametrize("rdzv", ["c10d"])
 def test_local_train_kill_recover_teardown(tmp_path, rdzv):
     spec = ClusterSpec(run_id=f"loc{rdzv}".replace("-", ""), run_dir=tmp_path, nodes=2, min_nodes=1,
-                       max_nodes=2, rendezvous=rdzv, trainer_overrides=OVERRIDES)
+                       max_nodes=2, rendezvous=rdzv, trainer_overrides=OVERRIDES,
+                       rdzv_timeouts=RDZV_TIMEOUTS)
     cluster = create_cluster("local", spec)
     with cluster:
         assert cluster.node_names() == ["node-0", "node-1"]
