@@ -77,14 +77,28 @@ def _ago(now: float, ts: float | None) -> str:
     return "never" if ts is None else f"{now - ts:.0f} s ago"
 
 
+def _stopped_at(run_dir: Path) -> float | None:
+    try:
+        stopped = json.loads((run_dir / "harness.json").read_text()).get("stopped_at")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(stopped) if isinstance(stopped, (int, float)) else None
+
+
 def diagnose_run(run_dir, now: float | None = None, no_progress_timeout_s: float = DEFAULT_TIMEOUT_S,
                  expected_nodes=None, rendezvous: dict | None = None) -> Diagnosis:
     """`rendezvous`: live state from `rdzv_probe.c10d_state`, if the caller could read it."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"{run_dir}: run directory not found (expected reports/<run-id>/)")
-    now = time.time() if now is None else now
-    ranks = rank_states(events_dir_of(run_dir))
+    until = None
+    if now is None:
+        # a finished run is judged as it stood when the harness stopped it: a line observed during the
+        # teardown (a frozen node's watcher thawed by the heal at stop stamps what it reads then) is
+        # not progress the run made
+        until = _stopped_at(run_dir)
+        now = time.time() if until is None else until
+    ranks = rank_states(events_dir_of(run_dir), until)
     logs = read_agent_logs(run_dir / "logs", now) if (run_dir / "logs").is_dir() else {}
     expected = _expected_nodes(run_dir, expected_nodes)
     with_events = {r.node for r in ranks}

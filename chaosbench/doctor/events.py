@@ -53,11 +53,14 @@ def _node_from_name(path: Path) -> str:
     return stem.rsplit("-local", 1)[0]
 
 
-def rank_states(events_dir: Path) -> list[RankState]:
+def rank_states(events_dir: Path, until: float | None = None) -> list[RankState]:
+    """`until`: ignore events stamped after it (a finished run's stop: see diagnose_run)."""
     states = []
     for path in sorted(Path(events_dir).glob("events-*.jsonl")):
         s = RankState(file=path.name, node=_node_from_name(path))
         for ev in read_lines(path):
+            if until is not None and ev["ts"] > until:
+                continue
             if s.restart_count is not None and ev.get("restart_count", 0) != s.restart_count:
                 s.ended = None          # a new incarnation: earlier endings no longer apply
             for k in ("node", "local_rank", "rank", "world_size", "restart_count"):

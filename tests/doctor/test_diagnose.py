@@ -129,3 +129,18 @@ def test_last_error_reads_through_torch_rank_prefixes(tmp_path):
     log = tmp_path / "node-0.log"
     log.write_text("2026-11-24T10:00:00.000000000Z [default0]:[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
     assert last_error(log) == "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_a_finished_run_is_judged_at_its_stop_not_by_lines_read_during_teardown(tmp_path):
+    """A node frozen mid-run (pause_node) is thawed by the heal at stop; its watcher then stamps the
+    log line it had not read yet with the time it reads it, after the harness stopped the run as stuck.
+    That line is not progress: the doctor on the finished run says stuck, as the harness did."""
+    per = {n: [ev(n, r, "phase", 40, phase="training"), ev(n, r, "step", 31, step=20)]
+           for r, n in enumerate(["node-0", "node-1"])}
+    per["node-2"] = [ev("node-2", 2, "phase", 40, phase="training"), ev("node-2", 2, "step", -0.5, step=20)]
+    run = write_run(tmp_path, per)
+    (run / "harness.json").write_text(json.dumps({"stopped_at": NOW, "ending": "stuck"}))
+    d = diagnose_run(run, no_progress_timeout_s=20)
+    assert d.stuck and d.now == NOW and "no rank has made progress for 31 s" in d.cause, d.cause
+    # judged at an explicit time (a live run: no stop recorded yet), the late line counts
+    assert not diagnose_run(run, now=NOW + 1, no_progress_timeout_s=20).stuck
