@@ -368,6 +368,7 @@ def _run_python_argv(argv: list[str]) -> int:
     import runpy
     if len(argv) >= 2 and argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]
+        _forget_preloaded(argv[1])
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     elif argv:
         sys.argv = list(argv)
@@ -375,6 +376,16 @@ def _run_python_argv(argv: list[str]) -> int:
     else:
         raise SystemExit("warm_start: empty command")
     return 0
+
+
+def _forget_preloaded(name: str) -> None:
+    """`-m X` where the server preloaded X (trainer.train): runs as __main__ only, as in a cold start.
+    Its imports stay loaded; left in sys.modules, X would exist twice (runpy warns 'found in
+    sys.modules ... unpredictable behaviour'), and an `import X` elsewhere would get the other copy."""
+    mod = sys.modules.pop(name, None)
+    parent, _, child = name.rpartition(".")
+    if mod is not None and parent in sys.modules and getattr(sys.modules[parent], child, None) is mod:
+        delattr(sys.modules[parent], child)
 
 
 def _leave(code: int) -> None:

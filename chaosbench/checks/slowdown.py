@@ -5,8 +5,10 @@ step, however many ranks report it; a step replayed after a restart counts again
 rank that reported it; the node watcher's lines that only look like progress are left out
 (observed.confirmed_steps).
 - before: the completions in the last PRE_WINDOW_S seconds before the injection (not reaching back
-  into an earlier fault's window); rate = (k - 1) / (time of the k-th - time of the first). Fewer
-  than MIN_PRE_STEPS completions there: not evaluated.
+  into an earlier fault's window); rate = (k - 1) / (time of the k-th - time of the first). Where an
+  earlier fault is still on at the injection (two toxics on one link, injected together), "before"
+  is before the first of them: the rate without any fault. Fewer than MIN_PRE_STEPS completions
+  there: not evaluated.
 - during: from the injection to the heal, or to the run's stop if it never healed (or the last event
   of a history without a stop record); rate = completions / window length. A window shorter than
   MIN_WINDOW_S, or than MIN_INTERVALS steps at the pre-fault rate, cannot be measured: not
@@ -53,6 +55,17 @@ def max_slowdown(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResul
     return out
 
 
+def fault_free_until(h: History, t0: float) -> float:
+    """The start of the stretch of overlapping faults that is on at t0: the rate before it is fault-free."""
+    ref = t0
+    while True:
+        on = [w.injected_at for w in h.faults
+              if w.injected_at < ref and (w.healed_at is None or w.healed_at > ref)]
+        if not on:
+            return ref
+        ref = min(on)
+
+
 def _window_end(h: History, fw: FaultWindow) -> float | None:
     ends = [t for t in (fw.healed_at, h.harness.get("stopped_at")) if isinstance(t, (int, float))]
     return min(ends) if ends else run_end(h)
@@ -68,12 +81,14 @@ def _verdict(h: History, bound: float, fid: str, kind: str, done: list[float]) -
     if not done:
         return not_evaluated(name, expected, NO_EVENTS if not h.events else "no step was seen")
     t0 = fw.injected_at
-    earlier = [w.healed_at or w.injected_at for w in h.faults if w.injected_at < t0]
-    lo = max([t0 - PRE_WINDOW_S] + earlier)
-    pre = [t for t in done if lo <= t <= t0]   # a step done at the injection instant was done before it
+    ref = fault_free_until(h, t0)
+    earlier = [w.healed_at or w.injected_at for w in h.faults if w.injected_at < ref]
+    lo = max([ref - PRE_WINDOW_S] + earlier)
+    pre = [t for t in done if lo <= t <= ref]   # a step done at the injection instant was done before it
+    since = "" if ref == t0 else f", before the fault(s) on at its injection ({t0 - ref:.1f} s earlier)"
     if len(pre) < MIN_PRE_STEPS or pre[-1] <= pre[0]:
-        return not_evaluated(name, expected, f"{fid} ({kind}): {len(pre)} step(s) in the {t0 - lo:.1f} s before "
-                                             f"it; the pre-fault rate needs {MIN_PRE_STEPS}")
+        return not_evaluated(name, expected, f"{fid} ({kind}): {len(pre)} step(s) in the {ref - lo:.1f} s before "
+                                             f"it{since}; the pre-fault rate needs {MIN_PRE_STEPS}")
     before = (len(pre) - 1) / (pre[-1] - pre[0])
     end = _window_end(h, fw)
     window = 0.0 if end is None else end - t0
@@ -87,7 +102,7 @@ def _verdict(h: History, bound: float, fid: str, kind: str, done: list[float]) -
     observed = round(factor, 2) if during > 0 else "no step"
     how = "healed" if fw.healed_at is not None and fw.healed_at <= end else "run stopped"
     detail = (f"{fid} ({kind}) on {fw.target or 'its target'}: {during:.2f} steps/s over its {window:.1f} s "
-              f"(injection to {how}) vs {before:.2f} steps/s over the {pre[-1] - pre[0]:.1f} s before it: "
+              f"(injection to {how}) vs {before:.2f} steps/s over the {pre[-1] - pre[0]:.1f} s before it{since}: "
               + (f"x{factor:.2f} slower" if during > 0 else "no step at all"))
     ok = during > 0 and factor <= bound
     return (passed if ok else failed)(name, expected, observed, f"{detail} (bound x{bound:g})")

@@ -42,6 +42,7 @@ class LivenessStateHolder(_BackendRendezvousStateHolder):
     _liveness: Liveness
     seen_version: int = 0     # liveness version taken at the last sync
     synced_at: float = 0.0    # monotonic time of the last sync
+    dropped: frozenset = frozenset()   # participants our sanitizer removed since our round completed (repr)
 
     def sync(self):
         version = self._liveness.version   # taken before reading: a later change wakes the waiter
@@ -62,7 +63,9 @@ class LivenessStateHolder(_BackendRendezvousStateHolder):
             for node in beats:
                 if repr(node) in dead:
                     beats[node] = _LONG_AGO
+        before = {repr(n) for n in self._state.participants}
         super()._sanitize()
+        self.dropped |= before - {repr(n) for n in self._state.participants}
 
 
 class WatchedOpExecutor(_DistributedRendezvousOpExecutor):
@@ -116,9 +119,15 @@ class LivenessRendezvousHandler(RoundStoreRendezvousHandler):
     def num_nodes_waiting(self) -> int:
         """torchrun's agent asks this every monitor interval and restarts its workers when it is > 0.
         A participant of our round that liveness knows dead counts: the workers are stopped at once,
-        instead of hanging in a collective with a frozen peer until the trainer's health check fires."""
+        instead of hanging in a collective with a frozen peer until the trainer's health check fires.
+        That includes one our own sync already dropped: any sync (the keep-alive thread's, every
+        keep_alive_interval) backdates a dead node and torch's sanitizer removes it from the state's
+        participants; a check against those alone found nobody gone while our workers still waited
+        for it (a fresh-clone CI run: both survivors stuck until the run's 60-s stuck window)."""
         dead = self._liveness.dead()
-        gone = frozenset(repr(n) for n in self._state_holder.state.participants) & dead if dead else frozenset()
+        holder: LivenessStateHolder = self._state_holder  # type: ignore[assignment]
+        members = frozenset(repr(n) for n in holder.state.participants) | holder.dropped
+        gone = members & dead if dead else frozenset()
         if gone:
             if gone != self._reported:
                 log.info("liveness: %s of this round %s dead; restarting the worker group",
@@ -129,6 +138,7 @@ class LivenessRendezvousHandler(RoundStoreRendezvousHandler):
 
     def next_rendezvous(self):
         info = super().next_rendezvous()
+        self._state_holder.dropped = frozenset()   # type: ignore[attr-defined]  (a new round: new members)
         self._op_executor.rejoining = True   # type: ignore[attr-defined]
         return info
 

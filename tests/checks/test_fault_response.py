@@ -193,6 +193,21 @@ def test_a_window_too_short_to_measure_is_not_evaluated():
     assert r.status == "not_evaluated" and "too short to measure" in r.reason
 
 
+def test_two_faults_on_together_are_each_judged_against_the_rate_before_both():
+    # slow_storage: latency and bandwidth toxics injected at one step, healed together; the second
+    # one's "before" once began at the first one's heal, after its own injection (a negative window)
+    h = straggler(rate_during=5.0)
+    (f1,) = h.faults
+    h.faults = [f1, FaultWindow("f2", "link_toxic", "s3", {}, f1.injected_at + 0.01, f1.healed_at)]
+    h.harness["faults_planned"].append({"id": "f2", "type": "link_toxic", "trigger": "at 10 s",
+                                        "healable": True, "heal_after_s": 10})
+    rs = {r.fault_id: r for r in results(h, "max_slowdown", max_slowdown=3)}
+    assert [rs[f].status for f in ("f1", "f2")] == ["passed", "passed"], [r.reason for r in rs.values()]
+    assert 1.9 <= rs["f2"].observed <= 2.1
+    assert "before the fault(s) on at its injection (0.0 s earlier)" in rs["f2"].reason
+    assert "before the fault" not in rs["f1"].reason
+
+
 def test_a_planned_slowdown_fault_never_injected_fails():
     h = straggler(rate_during=10.0)
     h.faults = []

@@ -233,7 +233,6 @@ def test_the_in_node_reader_runs_on_this_kernel():
     assert got["usage_mb"] >= 0 and got["held_mb"] >= 0 and set(got) == {"usage_mb", "held_mb", "oom_kill"}
 
 
-@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd_create")
 def _fd_targets(pid: int) -> list[str]:
     """What a starting process's fds point at; one it closes between listing and reading is skipped."""
     out = []
@@ -245,6 +244,7 @@ def _fd_targets(pid: int) -> list[str]:
     return out
 
 
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd_create")
 def test_the_ballast_holds_its_pages_in_a_memfd_until_killed():
     p = subprocess.Popen([sys.executable, "-c", docker_memory.BALLAST, docker_memory.BALLAST_MARK, "8"])
     try:

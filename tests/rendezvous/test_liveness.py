@@ -247,6 +247,26 @@ def test_dead_node_leaves_the_rendezvous_when_its_lease_expires(etcd):
             h._liveness.stop()
 
 
+def test_a_dead_member_restarts_the_workers_even_after_a_sync_dropped_it_from_the_state(etcd):
+    """torchrun restarts its workers when num_nodes_waiting() > 0. A frozen peer is dead to liveness;
+    then a sync (the keep-alive thread's) sanitizes it out of the state's participants. Our workers
+    still run with it in their world: the answer must stay > 0 (it once fell to 0, and two survivors
+    waited in a collective with the frozen node until the run was stopped as stuck)."""
+    a, b = (create_etcd_v3_handler(_params(etcd.endpoint, "sanitized", **SLOW_KEEP_ALIVE)) for _ in range(2))
+    try:
+        _rendezvous_all([a, b])
+        assert a.num_nodes_waiting() == 0
+        _freeze(b)
+        _wait(lambda: a._liveness.dead(), 10, "b to be dead to a's liveness (lease expiry)")
+        a._state_holder._last_sync_time = -1.0
+        a._state_holder.sync()                      # what the keep-alive thread does every interval
+        assert len(a._state_holder.state.participants) == 1, "the sanitizer should have dropped b"
+        assert a.num_nodes_waiting() == 1
+    finally:
+        for h in (a, b):
+            h._liveness.stop()
+
+
 def test_rejoin_completes_when_all_live_nodes_joined_but_a_first_round_keeps_its_last_call(etcd):
     conf = {**SLOW_KEEP_ALIVE, "last_call_timeout": 4}
     a, b = (create_etcd_v3_handler(_params(etcd.endpoint, "early", max_nodes=3, **conf)) for _ in range(2))

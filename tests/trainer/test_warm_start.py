@@ -46,6 +46,27 @@ def test_worker_is_forked_by_the_server_and_exit_codes_pass_through(tmp_path):
     assert len(servers) == 1
 
 
+def test_a_preloaded_module_run_with_dash_m_runs_once_as_main_like_a_cold_start(tmp_path):
+    (tmp_path / "pkgx").mkdir()
+    (tmp_path / "pkgx" / "__init__.py").write_text("")
+    (tmp_path / "pkgx" / "mod.py").write_text(textwrap.dedent("""
+        import os, sys
+        print("mod", __name__, os.getppid(), "pkgx.mod" in sys.modules, hasattr(sys.modules["pkgx"], "mod"), flush=True)
+    """))
+    script = tmp_path / "launcher.sh"
+    script.write_text('$WS run -m pkgx.mod; echo "rc=$?"\n')
+    p = subprocess.run([*WS, "node", "--preload", "json,pkgx.mod", "--", "bash", str(script)], cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": f"{REPO}:{tmp_path}", "WS": " ".join(WS)},
+                       capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "rc=0" in out, out
+    assert "cold start" not in out and "found in sys.modules" not in out, out
+    # the server's preload imported it as pkgx.mod; the worker ran it as __main__, with no second copy
+    runs = [line.split() for line in out.splitlines() if line.startswith("mod ")]
+    assert [r[1] for r in runs] == ["pkgx.mod", "__main__"], out
+    assert runs[1][3:] == ["False", "False"], out
+
+
 def test_signals_are_forwarded_and_a_killed_client_takes_its_worker_along(tmp_path):
     rc, out = _node(tmp_path, """
         $WS run $JOB sleep 30 term.pid & c=$!
