@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from functools import lru_cache
 
 from chaosbench.cluster import loopfs
@@ -85,10 +86,32 @@ def remove_project(project: str) -> None:
     if ids:
         docker("rm", "-f", "-v", *ids, timeout=120, check=False)
     for kind in ("network", "volume"):
-        ids = docker(kind, "ls", "-q", "--filter", flt, check=False).split()
-        if ids:
-            docker(kind, "rm", *ids, timeout=60, check=False)
+        _remove_with_retries(kind, flt)
     loopfs.remove_project(project)
+
+
+def _remove_with_retries(kind: str, flt: str, within_s: float = 15) -> None:
+    """`docker network rm` right after `rm -f` of its containers can fail with "has active endpoints"
+    while the daemon still releases them (moby#19261; a fresh-clone CI left a network so): retry, and
+    force-disconnect endpoints whose containers are gone. What stays is reported by leftovers()."""
+    deadline, pause = time.monotonic() + within_s, 0.1
+    while True:
+        ids = docker(kind, "ls", "-q", "--filter", flt, check=False).split()
+        if not ids:
+            return
+        try:
+            docker(kind, "rm", *ids, timeout=60)
+            return
+        except ClusterError:
+            if time.monotonic() > deadline:
+                return
+        if kind == "network":
+            for net in ids:
+                for endpoint in docker("network", "inspect", net, "--format",
+                                       "{{range $k, $v := .Containers}}{{$k}} {{end}}", check=False).split():
+                    docker("network", "disconnect", "-f", net, endpoint, check=False)
+        time.sleep(pause)
+        pause = min(pause * 2, 2.0)
 
 
 def leftovers(project: str | None = None, check: bool = False) -> dict[str, list[str]]:

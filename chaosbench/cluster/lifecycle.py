@@ -13,9 +13,10 @@ import contextlib
 import signal
 import sys
 import threading
-import weakref
 
-_live: "weakref.WeakSet" = weakref.WeakSet()
+# strong references: a cluster whose teardown failed must still be here at exit, also when the run
+# that made it has returned (a weak set lost it, and the exit-time retry never ran)
+_live: set = set()
 _installed = False
 _lock = threading.Lock()
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

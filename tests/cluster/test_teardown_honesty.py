@@ -39,6 +39,62 @@ def test_incomplete_teardown_stays_tracked_and_is_retried_at_exit():
     assert c.calls == 2 and c.torn_down and c not in lifecycle._live
 
 
+def test_a_failed_teardown_is_retried_at_exit_after_the_run_dropped_its_cluster():
+    # the run returned (its frames, and with them the cluster, are gone) before atexit runs
+    calls = []
+
+    class Gone(Flaky):
+        def down(self):
+            calls.append(1)
+            super().down()
+
+    c = Gone(fail_times=1)
+    lifecycle.track(c)
+    assert lifecycle.teardown(c) is False
+    del c
+    import gc
+    gc.collect()
+    lifecycle._down_all()
+    assert len(calls) == 2 and not any(isinstance(x, Gone) for x in lifecycle._live)
+
+
+def test_a_network_with_active_endpoints_is_removed_once_the_daemon_released_them(monkeypatch):
+    # `network rm` right after `rm -f` of its containers: "has active endpoints" for a while
+    nets, calls = ["n1"], []
+
+    def fake(*args, check=True, **kw):
+        calls.append(args[:2])
+        if args[:2] == ("network", "ls"):
+            return " ".join(nets)
+        if args[:2] == ("network", "inspect"):
+            return "ep1 "
+        if args[:2] == ("network", "rm"):
+            if sum(c == ("network", "rm") for c in calls) < 3:
+                raise docker_cli.ClusterError("network n1 has active endpoints")
+            nets.clear()
+        return ""
+    monkeypatch.setattr(docker_cli, "docker", fake)
+    monkeypatch.setattr(docker_cli.time, "sleep", lambda s: None)
+    docker_cli._remove_with_retries("network", "label=x")
+    assert not nets and calls.count(("network", "rm")) == 3 and ("network", "disconnect") in calls
+
+
+def test_removal_gives_up_at_its_deadline_and_leaves_the_verdict_to_leftovers(monkeypatch):
+    calls = []
+
+    def fake(*args, check=True, **kw):
+        calls.append(args[:2])
+        if args[:2] == ("volume", "ls"):
+            return "v1"
+        if args[:2] == ("volume", "rm"):
+            raise docker_cli.ClusterError("volume is in use")
+        return ""
+    monkeypatch.setattr(docker_cli, "docker", fake)
+    monkeypatch.setattr(docker_cli.time, "sleep", lambda s: None)
+    docker_cli._remove_with_retries("volume", "label=x", within_s=0)
+    assert calls.count(("volume", "rm")) == 1
+
+
 def test_second_ctrl_c_during_teardown_is_deferred_until_it_is_done():
     class Slow(Flaky):
         def down(self):
