@@ -224,10 +224,10 @@ class DockerCluster(Cluster):
     def _stop(self) -> list[str]:
         # by label, SIGKILL: the evidence is collected by now, and `compose down -t 2` spent 2-3 s on
         # stop signals and its own start-up to remove the same containers, network and volumes
-        remove_project(self.project)
+        refused = remove_project(self.project)
         left = {k: v for k, v in leftovers(self.project, check=True).items() if v}
         left.update({"loop disks": [self.project]} if loopfs.mounted(self.project) else {})
-        return [f"{k}: {', '.join(v)}" for k, v in left.items()]
+        return [f"{k}: {', '.join(v)}" for k, v in left.items()] + (refused if left else [])
 
     # -- hooks -----------------------------------------------------------------------------
     def _run_in_node(self, node: str, script: Script, *args: str, timeout: float = 120) -> str:

@@ -79,18 +79,19 @@ def docker_unusable() -> str | None:
     return None
 
 
-def remove_project(project: str) -> None:
-    """Remove every container, network and volume labelled with this project (compose or not)."""
+def remove_project(project: str) -> list[str]:
+    """Remove every container, network and volume labelled with this project (compose or not);
+    return docker's last refusal per kind that stayed (the why of what leftovers() will list)."""
     flt = f"label={PROJECT_LABEL}={project}"
     ids = docker("ps", "-aq", "--filter", flt, check=False).split()
     if ids:
         docker("rm", "-f", "-v", *ids, timeout=120, check=False)
-    for kind in ("network", "volume"):
-        _remove_with_retries(kind, flt)
+    refused = [why for kind in ("network", "volume") if (why := _remove_with_retries(kind, flt))]
     loopfs.remove_project(project)
+    return refused
 
 
-def _remove_with_retries(kind: str, flt: str, within_s: float = 15) -> None:
+def _remove_with_retries(kind: str, flt: str, within_s: float = 15) -> str:
     """`docker network rm` right after `rm -f` of its containers can fail with "has active endpoints"
     while the daemon still releases them (moby#19261; a fresh-clone CI left a network so): retry, and
     force-disconnect endpoints whose containers are gone. What stays is reported by leftovers()."""
@@ -98,13 +99,13 @@ def _remove_with_retries(kind: str, flt: str, within_s: float = 15) -> None:
     while True:
         ids = docker(kind, "ls", "-q", "--filter", flt, check=False).split()
         if not ids:
-            return
+            return ""
         try:
             docker(kind, "rm", *ids, timeout=60)
-            return
-        except ClusterError:
+            return ""
+        except ClusterError as exc:
             if time.monotonic() > deadline:
-                return
+                return str(exc)
         if kind == "network":
             for net in ids:
                 for endpoint in docker("network", "inspect", net, "--format",
