@@ -1,6 +1,6 @@
 """Goodput under one node loss per minute: the tuned reference trainer on 3 nodes, fault-free vs faulty.
 
-    python bench/goodput.py [--minutes 5] [--baseline-s 120] [--rdzv etcd-v3] [--spare] [--keep DIR]
+    python bench/goodput.py [--minutes 5] [--baseline-s 120] [--rdzv etcd-v3] [--spare | --standby] [--keep DIR]
 
 Two clusters, one after the other in the same run, with the same settings (docs/recovery.md's tuned
 settings, warm start, tiny config):
@@ -16,6 +16,9 @@ settings, warm start, tiny config):
               in torchrun's redundancy list, to take the lost node's place in the next round. On
               torch 2.15 that livelocks: a node that lands in the wait list while a round fills up to
               max_nodes stays in it, and every agent restarts for it again and again.
+              --standby instead keeps one warm node outside the rendezvous (booted, torch imported,
+              waiting for its own go file; both phases run it) and releases it at the loss, so the
+              replacement can make the survivors' own round: one restart per loss, not two.
 
 goodput = net training progress per second in the faulty window / fault-free steps/s, where net
 progress = the highest step completed by the window's end - the highest completed at its start, so
@@ -84,12 +87,14 @@ def run_phase(name: str, root: Path, args, faulty: bool) -> dict:
               f"{NODES} nodes training together", cluster.events_dir)
         for _ in range(spare):
             cluster.add_node()
-        time.sleep(args.settle_s)            # spares finish their imports; steady state
+        standby = cluster.add_standby() if args.standby else None   # in both phases: same containers
+        time.sleep(args.settle_s)            # spares and the standby finish their imports; steady state
         t0 = time.time()
         duration = args.minutes * 60 if faulty else args.baseline_s
         killed: set[str] = set()
         kills = []
         next_kill = t0 + 30
+        released, next_look = None, 0.0
         while time.time() < t0 + duration:
             if faulty and time.time() >= next_kill:
                 victim = _victim(cluster, killed, protect)
@@ -99,8 +104,16 @@ def run_phase(name: str, root: Path, args, faulty: bool) -> dict:
                 cluster.kill_node(victim)
                 killed.add(victim)
                 kills.append((time.time(), victim, os.getloadavg()[0]))
-                cluster.add_node()              # the replacement (with spares: the next spare)
+                if standby:                     # the warm replacement joins; the pool refills later
+                    cluster.release_standby(standby)
+                    released, standby = standby, None
+                else:
+                    cluster.add_node()          # the replacement (with spares: the next spare)
                 next_kill += 60
+            elif released and time.time() >= next_look:   # the pool's next node boots once the
+                next_look = time.time() + 1                # released one trains (not during the restart)
+                if any(n == released for _t, _s, n, _p in _steps(read_events(cluster.events_dir))):
+                    standby, released = cluster.add_standby(), None
             time.sleep(0.1)
         t1 = time.time()
         time.sleep(1)
@@ -125,6 +138,9 @@ def main(argv=None) -> int:
                     help="etcd-v3 (default): any node may die; c10d: node-0 hosts the store and is spared")
     ap.add_argument("--spare", action="store_true",
                     help="run one hot spare beyond max_nodes (livelocks on torch 2.15's rendezvous: see docs/recovery.md)")
+    ap.add_argument("--standby", action="store_true",
+                    help="replace from a warm standby held outside the rendezvous (Cluster.add_standby; docker), "
+                         "released at the loss; the next standby boots once it trains")
     ap.add_argument("--spare-in-baseline", action="store_true",
                     help="run the idle spare in the fault-free phase too (same process count)")
     ap.add_argument("--backend", choices=("local", "docker"), default="local")
@@ -136,7 +152,7 @@ def main(argv=None) -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="goodput-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     print(f"# machine: {_machine()}")
-    print(f"# nodes={NODES} rdzv={args.rdzv} spare={args.spare} baseline={args.baseline_s:.0f}s "
+    print(f"# nodes={NODES} rdzv={args.rdzv} spare={args.spare} standby={args.standby} baseline={args.baseline_s:.0f}s "
           f"faulty={args.minutes * 60:.0f}s (one kill per minute) tuned rdzv-conf={TUNED_RDZV}", flush=True)
     t_start = time.monotonic()
     try:

@@ -166,6 +166,7 @@ class Cluster(UpDown, abc.ABC):
         self._nodes = [f"node-{i}" for i in range(spec.nodes)]
         self._timers: list[threading.Timer] = []
         self._throttles: dict[str, subprocess.Popen] = {}   # node -> its duty-cycle loop
+        self._standby: set[str] = set()   # started by add_standby, not yet released
         self.supported_faults = self.implemented_faults() - self.withheld()
 
     # -- lifecycle (template) --------------------------------------------------------------
@@ -277,8 +278,9 @@ class Cluster(UpDown, abc.ABC):
         self._unsupported("degrade_link")
 
     def _check_room_for_node(self) -> None:
-        """add_node's limit. Dead nodes do not count: a lost node's replacement is a new node (a new name)."""
-        live = [n for n in self.node_names() if not self.node_status(n).startswith("exited")]
+        """add_node's limit. Dead nodes do not count: a lost node's replacement is a new node (a new name);
+        nor do standbys still held (add_standby): they are outside the rendezvous until released."""
+        live = [n for n in self.node_names() if n not in self._standby and not self.node_status(n).startswith("exited")]
         limit = self.spec.max_nodes + self.spec.spare_nodes
         if len(live) >= limit:
             raise ClusterError(f"add_node: {len(live)} nodes running = max_nodes={self.spec.max_nodes} + "
@@ -316,6 +318,17 @@ class Cluster(UpDown, abc.ABC):
     def shm_dir(self, node: str) -> Path: self._unsupported("shm_dir")
     @primitive
     def add_node(self) -> str: self._unsupported("add_node")                          # scale up; returns the new name
+
+    # -- warm standbys: a scheduler's replacement machines, booted before they are needed ----------
+    def add_standby(self) -> str:
+        """Start a node that boots (container, torch imports) but stays out of the rendezvous until
+        release_standby: a replacement ready before a loss, held where torchrun's own hot spares
+        (spare_nodes, its redundancy list) livelock on torch 2.15 (docs/recovery.md). Returns its name."""
+        self._unsupported("add_standby")
+
+    def release_standby(self, node: str) -> None:
+        """Let a standby's agent join the rendezvous (it then counts toward max_nodes)."""
+        self._unsupported("release_standby")
 
     @primitive(via="start_training")
     def send_job_command(self, fault_id: str, payload: dict) -> Path:

@@ -28,6 +28,11 @@ CONTROL_IN_NODE, GO_FILE = "/chaosbench/control", "go"   # the run's go signal (
 SERVICES = ("etcd", "toxiproxy", "s3")
 
 
+def go_file_of(node: str, standby: bool) -> str:
+    """The file a node waits for: the run's go, or (a standby) its own, written when it is released."""
+    return f"{GO_FILE}-{node}" if standby else GO_FILE
+
+
 @dataclass
 class ComposePlan:
     project: str
@@ -41,6 +46,7 @@ class ComposePlan:
     source_dir: str = str(REPO)           # host checkout mounted read-only into our containers
     control_host_dir: str | None = None   # nodes wait for its GO_FILE (None: they start training at once)
     venv_volume: str | None = None        # our image's /opt/venv as a volume (venv_volume.py), or None
+    standby: set[str] = field(default_factory=set)   # nodes held on their own go file (go_file_of)
 
     def ip(self, name: str) -> str:
         hosts = list(self.subnet.hosts())
@@ -100,7 +106,7 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
     env, argv = dict(p.env), p.argv
     if plan.control_host_dir:   # created with the cluster, training on the go signal
         volumes.append(f"{plan.control_host_dir}:{CONTROL_IN_NODE}:ro")
-        argv = gated(argv, f"{CONTROL_IN_NODE}/{GO_FILE}")
+        argv = gated(argv, f"{CONTROL_IN_NODE}/{go_file_of(node, node in plan.standby)}")
     if spec.workdir:
         volumes.append(f"{spec.workdir}:{WORKDIR_IN_NODE}:ro")
     if user_image:   # the user's image has no chaosbench installed: the node watcher and

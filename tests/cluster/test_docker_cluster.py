@@ -120,3 +120,29 @@ def test_a_users_image_is_checked_before_the_cluster_starts(image):
     with pytest.raises(ClusterError, match=r"cannot import torch, etcd3 \(ModuleNotFoundError.*'torch'\).*FROM"):
         check_trainer_image(build_base(), "etcd-v3")     # python3 without torch
     check_trainer_image(image, "etcd-v3")                 # torch and etcd3: passes
+
+
+def test_a_standby_boots_outside_the_rendezvous_until_released(tmp_path, image):
+    """Cluster.add_standby: the node's container runs (torch imported) while training goes on at
+    world 2 without it; release_standby lets it join the next round (world 3). A node added with
+    add_node trained ~6 s after it was added (node_join): 12 s without a join shows the hold."""
+    from chaosbench.cluster.base import ClusterError
+    spec = ClusterSpec(run_id="stby", run_dir=tmp_path, nodes=2, min_nodes=2, max_nodes=3,
+                       rendezvous="etcd-v3", trainer_overrides=OVERRIDES, nvme_size_mb=64,
+                       rdzv_timeouts=RDZV_TIMEOUTS)
+    with create_cluster("docker", spec, image=image) as cluster:
+        cluster.start_training()
+        wait_for("step 10 at world 2", lambda: max_step(events(cluster.events_dir), world_size=2) >= 10, 240)
+        node = cluster.add_standby()
+        assert node == "node-2" and cluster.node_status(node) == "running"
+        held_from = max_step(events(cluster.events_dir))
+        time.sleep(12)
+        evs = events(cluster.events_dir)
+        assert not [e for e in evs if e.get("node") == node], "the standby joined before its release"
+        assert max_step(evs, world_size=2) > held_from + 20          # the others trained on, undisturbed
+        assert max_step(evs, world_size=3) == 0
+        cluster.release_standby(node)
+        wait_for("the released standby training at world 3",
+                 lambda: max_step(events(cluster.events_dir), world_size=3, node=node) > 0, 120)
+        with pytest.raises(ClusterError, match="not a held standby"):
+            cluster.release_standby(node)

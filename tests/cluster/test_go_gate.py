@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaosbench.cluster.base import ClusterSpec
-from chaosbench.cluster.compose_file import CONTROL_IN_NODE, GO_FILE, ComposePlan, node_service
+from chaosbench.cluster.compose_file import CONTROL_IN_NODE, GO_FILE, ComposePlan, go_file_of, node_service
 from chaosbench.cluster.launch import GO_GATE, gated, prepared, unprepared, warm_start_argv
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,6 +40,19 @@ def test_compose_node_mounts_the_control_dir_and_is_gated(tmp_path, warm):
     assert ("--go" in svc["command"]) == warm and go in svc["command"]
     plain = node_service(_plan(None), spec, "node-0")   # no control dir: training starts with the container
     assert go not in plain["command"] and not any(CONTROL_IN_NODE in v for v in plain["volumes"])
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_standby_waits_for_its_own_go_file_not_the_runs(tmp_path, warm):
+    """A standby (Cluster.add_standby) boots with the run already going: the run's go file must not
+    start it, only its own, written by release_standby."""
+    spec = ClusterSpec(run_id="r", run_dir=tmp_path, warm_start=warm)
+    plan = _plan("/runs/r/control")
+    plan.standby.add("node-3")
+    held, other = node_service(plan, spec, "node-3")["command"], node_service(plan, spec, "node-0")["command"]
+    own, run_go = f"{CONTROL_IN_NODE}/{go_file_of('node-3', True)}", f"{CONTROL_IN_NODE}/{GO_FILE}"
+    assert own in held and run_go not in held
+    assert run_go in other and own not in other
 
 
 def test_shell_gate_holds_the_command_until_the_go_file(tmp_path):
