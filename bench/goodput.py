@@ -22,7 +22,9 @@ settings, warm start, tiny config):
 
 goodput = net training progress per second in the faulty window / fault-free steps/s, where net
 progress = the highest step completed by the window's end - the highest completed at its start, so
-work redone after a rollback counts once. Each loss's recovery (fault -> first step by a new worker)
+work redone after a rollback counts once. The two phases run minutes apart, and this machine's speed
+drifts by more than a loss costs, so each loss's cost is also measured against the same cluster's rate
+just before it (`_loss_cost`): 1 - mean cost / 60 s is the goodput that drift does not move. Each loss's recovery (fault -> first step by a new worker)
 is printed too, measured by chaosbench.checks.recovery like every report.
 """
 from __future__ import annotations
@@ -55,6 +57,16 @@ def _steps(events: list[dict]) -> list[tuple[float, int, str, int]]:
 
 def _highest_by(steps, t: float) -> int:
     return max((s for ts, s, _n, _p in steps if ts <= t), default=0)
+
+
+def _loss_cost(steps, t: float, end: float, before_s: float = 15.0, after_s: float = 15.0) -> float:
+    """Seconds of training one loss cost, against the same cluster's rate in the before_s before it:
+    (rate * after_s - net progress in the after_s after it) / rate. Both restarts of a cold
+    replacement and a standby's refill fall inside after_s; the machine's drift between the two
+    phases (+-10 % here) does not."""
+    after_s = min(after_s, end - t)
+    rate = (_highest_by(steps, t) - _highest_by(steps, t - before_s)) / before_s
+    return (rate * after_s - (_highest_by(steps, t + after_s) - _highest_by(steps, t))) / rate if rate else float("nan")
 
 
 def _victim(cluster, killed: set[str], protect: set[str]) -> str:
@@ -122,6 +134,7 @@ def run_phase(name: str, root: Path, args, faulty: bool) -> dict:
     out.update(window_s=round(t1 - t0, 1), steps=progress, steps_per_s=round(progress / (t1 - t0), 3),
                load_end=round(os.getloadavg()[0], 2), kills=len(kills))
     if faulty:
+        out["loss_costs_s"] = [round(_loss_cost(steps, t, t1), 2) for t, _v, _l in kills]
         recs = recoveries(History.load(run_dir))
         out["recoveries"] = [{"victim": v, "load": round(la, 2), "total_s": r.total_s, "lost_steps": r.lost_steps,
                               "tier": r.tier} for (_t, v, la), r in zip(kills, recs)]
@@ -168,6 +181,11 @@ def main(argv=None) -> int:
     print()
     print(f"fault-free {base['steps_per_s']:.2f} steps/s over {base['window_s']:.0f}s; with {hit['kills']} node "
           f"losses {hit['steps_per_s']:.2f} steps/s over {hit['window_s']:.0f}s -> goodput {100 * ratio:.1f}%")
+    costs = hit.get("loss_costs_s") or []
+    if costs:
+        mean = sum(costs) / len(costs)
+        print(f"per loss, against the rate of the 15 s before it: {', '.join(f'{c:.1f}' for c in costs)} s "
+              f"(mean {mean:.2f} s) -> at one loss a minute {100 * (1 - mean / 60):.1f}% of the undisturbed rate")
     if totals:
         print(f"recoveries: {', '.join(f'{t:.1f}' for t in totals)} s (median {totals[len(totals) // 2]:.1f} s); "
               f"not recovered: {hit['unrecovered']}")

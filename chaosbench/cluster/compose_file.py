@@ -28,6 +28,11 @@ CONTROL_IN_NODE, GO_FILE = "/chaosbench/control", "go"   # the run's go signal (
 SERVICES = ("etcd", "toxiproxy", "s3")
 
 
+# A held standby boots at the lowest CPU weight: on one host it takes only what the training leaves
+# idle, as a replacement machine booting on its own would (release_standby restores the default)
+STANDBY_CPU_SHARES, DEFAULT_CPU_SHARES = 2, 1024
+
+
 def go_file_of(node: str, standby: bool) -> str:
     """The file a node waits for: the run's go, or (a standby) its own, written when it is released."""
     return f"{GO_FILE}-{node}" if standby else GO_FILE
@@ -123,6 +128,8 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
         os.environ.get("CHAOSBENCH_NODE_MEMORY_MB", "4096"))
     extra = {"environment": env, "volumes": volumes, "shm_size": f"{spec.shm_size_mb}m",
              "mem_limit": f"{mem_mb}m", "cap_add": ["NET_ADMIN"], "stop_grace_period": "10s"}
+    if node in plan.standby:
+        extra["cpu_shares"] = STANDBY_CPU_SHARES
     if tmpfs:
         extra["tmpfs"] = tmpfs
     if p.cwd:

@@ -16,7 +16,7 @@ from pathlib import Path
 from chaosbench.cluster import docker_memory, images, loopfs
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
-from chaosbench.cluster.compose_file import (MEMORY_IN_NODE, ETCD_PORT, GO_FILE, go_file_of, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
+from chaosbench.cluster.compose_file import (MEMORY_IN_NODE, ETCD_PORT, GO_FILE, go_file_of, DEFAULT_CPU_SHARES, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
                                              PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, clock_of, dump,
                                              rdzv_endpoint, render, render_gpu_override)
 from chaosbench.cluster.docker_cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
@@ -434,7 +434,8 @@ class DockerCluster(Cluster):
         return node
 
     def add_standby(self) -> str:
-        """The node's container starts and, warm-started, imports torch; it waits for its own go file."""
+        """The node's container starts and, warm-started, imports torch at the lowest CPU weight (it
+        takes only what the training leaves idle); it waits for its own go file."""
         if self.plan is None or not self.plan.control_host_dir:
             raise ClusterError("add_standby: the cluster is not up")
         return self._new_node(standby=True)
@@ -443,5 +444,6 @@ class DockerCluster(Cluster):
         if node not in self._standby:
             raise ClusterError(f"release_standby: {node!r} is not a held standby; standbys: {sorted(self._standby) or 'none'}")
         self._check_room_for_node()
+        docker("update", "--cpu-shares", str(DEFAULT_CPU_SHARES), self._node(node))
         self._standby.discard(node)
         (self.run_dir / "control" / go_file_of(node, True)).write_text("go\n")

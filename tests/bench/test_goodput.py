@@ -45,3 +45,18 @@ def test_victim_is_the_longest_training_live_node(goodput, tmp_path):
     assert goodput._victim(c, killed=set(), protect={"node-0", "node-1"}) == "node-3"
     with pytest.raises(RuntimeError, match="no training node"):
         goodput._victim(_Cluster(tmp_path, {"node-3": "exited:-9"}), killed={"node-0", "node-1"}, protect=set())
+
+
+def test_a_loss_costs_its_stalled_seconds_against_the_rate_just_before_it(goodput):
+    """10 steps/s; at t=30 nothing for 2 s and a rollback of 3 steps: ~2.3 s lost. A second history
+    with the same loss but every rate doubled (the machine ran faster) costs the same seconds."""
+    def history(rate):
+        ev = [_step(i / rate, i) for i in range(1, 30 * rate)]
+        top = ev[-1]["step"]
+        ev += [_step(32 + i / rate, top - 3 + i, pid=2) for i in range(1, 40 * rate)]
+        return goodput._steps(ev)
+    slow, fast = goodput._loss_cost(history(10), 30.0, 100.0), goodput._loss_cost(history(20), 30.0, 100.0)
+    assert 2.1 < slow < 2.5 and 2.1 < fast < 2.5
+    undisturbed = goodput._steps([_step(i / 10, i) for i in range(1, 1000)])
+    assert abs(goodput._loss_cost(undisturbed, 30.0, 100.0)) < 0.2
+    assert goodput._loss_cost(history(10), 30.0, 40.0) < 2.6       # a window cut short by the run's end

@@ -135,6 +135,8 @@ def test_a_standby_boots_outside_the_rendezvous_until_released(tmp_path, image):
         wait_for("step 10 at world 2", lambda: max_step(events(cluster.events_dir), world_size=2) >= 10, 240)
         node = cluster.add_standby()
         assert node == "node-2" and cluster.node_status(node) == "running"
+        shares = lambda: docker("inspect", "-f", "{{.HostConfig.CpuShares}}", cluster.plan.container(node)).strip()
+        assert shares() == "2"             # it boots from what the training leaves idle
         held_from = max_step(events(cluster.events_dir))
         time.sleep(12)
         evs = events(cluster.events_dir)
@@ -142,6 +144,7 @@ def test_a_standby_boots_outside_the_rendezvous_until_released(tmp_path, image):
         assert max_step(evs, world_size=2) > held_from + 20          # the others trained on, undisturbed
         assert max_step(evs, world_size=3) == 0
         cluster.release_standby(node)
+        assert shares() == "1024"          # released: an equal share
         wait_for("the released standby training at world 3",
                  lambda: max_step(events(cluster.events_dir), world_size=3, node=node) > 0, 120)
         with pytest.raises(ClusterError, match="not a held standby"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaosbench.cluster.base import ClusterSpec
-from chaosbench.cluster.compose_file import CONTROL_IN_NODE, GO_FILE, ComposePlan, go_file_of, node_service
+from chaosbench.cluster.compose_file import CONTROL_IN_NODE, GO_FILE, STANDBY_CPU_SHARES, ComposePlan, go_file_of, node_service
 from chaosbench.cluster.launch import GO_GATE, gated, prepared, unprepared, warm_start_argv
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,6 +53,8 @@ def test_a_standby_waits_for_its_own_go_file_not_the_runs(tmp_path, warm):
     own, run_go = f"{CONTROL_IN_NODE}/{go_file_of('node-3', True)}", f"{CONTROL_IN_NODE}/{GO_FILE}"
     assert own in held and run_go not in held
     assert run_go in other and own not in other
+    assert node_service(plan, spec, "node-3")["cpu_shares"] == STANDBY_CPU_SHARES   # boots from idle CPU
+    assert "cpu_shares" not in node_service(plan, spec, "node-0")
 
 
 def test_shell_gate_holds_the_command_until_the_go_file(tmp_path):
