@@ -110,12 +110,13 @@ def run_phase(name: str, root: Path, args, faulty: bool) -> dict:
         while time.time() < t0 + duration:
             if faulty and time.time() >= next_kill:
                 victim = _victim(cluster, killed, protect)
+                at = time.time()                # the loss's time: the kill command, as faults.jsonl says
                 with open(run_dir / "faults.jsonl", "a") as f:
-                    f.write(json.dumps({"ts": time.time(), "id": f"f{len(kills) + 1}", "fault": "kill_node",
+                    f.write(json.dumps({"ts": at, "id": f"f{len(kills) + 1}", "fault": "kill_node",
                                         "action": "inject", "target": victim, "params": {}}) + "\n")
                 cluster.kill_node(victim)
                 killed.add(victim)
-                kills.append((time.time(), victim, os.getloadavg()[0]))
+                kills.append((at, victim, os.getloadavg()[0]))
                 if standby:                     # the warm replacement joins; the pool refills later
                     cluster.release_standby(standby)
                     released, standby = standby, None
