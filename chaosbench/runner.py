@@ -192,6 +192,10 @@ class Runner:
             cls = get_fault(p.entry.kind)
             ctx = FaultContext(cluster=cluster, log=log, rng=random.Random(f"{self.seed}:{p.fault_id}:target"))
             faults[p.fault_id] = cls(p.fault_id, cls.Params.model_validate(p.entry.params), ctx)
+            try:
+                faults[p.fault_id].prepare()
+            except Exception as e:
+                raise ClusterError(f"fault {p.fault_id} ({p.entry.kind}) could not be prepared: {e}") from e
             self.records[p.fault_id] = FaultRecord(id=p.fault_id, type=p.entry.kind, trigger=p.entry.at.describe(),
                                                    params=p.entry.params)
         # what was planned, so the checks can judge each fault against it (checks/faults.py)

@@ -204,8 +204,8 @@ class Cluster(UpDown, abc.ABC):
         """Start every node's launcher (torchrun + trainer, or spec.command)."""
 
     def node_names(self) -> list[str]:
-        """Current node names, e.g. ['node-0', 'node-1']."""
-        return list(self._nodes)
+        """Current node names, e.g. ['node-0', 'node-1']; not the standbys still held (add_standby)."""
+        return [n for n in self._nodes if n not in self._standby]
 
     @abc.abstractmethod
     def node_status(self, node: str) -> str:
@@ -280,7 +280,7 @@ class Cluster(UpDown, abc.ABC):
     def _check_room_for_node(self) -> None:
         """add_node's limit. Dead nodes do not count: a lost node's replacement is a new node (a new name);
         nor do standbys still held (add_standby): they are outside the rendezvous until released."""
-        live = [n for n in self.node_names() if n not in self._standby and not self.node_status(n).startswith("exited")]
+        live = [n for n in self.node_names() if not self.node_status(n).startswith("exited")]
         limit = self.spec.max_nodes + self.spec.spare_nodes
         if len(live) >= limit:
             raise ClusterError(f"add_node: {len(live)} nodes running = max_nodes={self.spec.max_nodes} + "
@@ -320,12 +320,14 @@ class Cluster(UpDown, abc.ABC):
     def add_node(self) -> str: self._unsupported("add_node")                          # scale up; returns the new name
 
     # -- warm standbys: a scheduler's replacement machines, booted before they are needed ----------
+    @primitive
     def add_standby(self) -> str:
         """Start a node that boots (container, torch imports) but stays out of the rendezvous until
         release_standby: a replacement ready before a loss, held where torchrun's own hot spares
         (spare_nodes, its redundancy list) livelock on torch 2.15 (docs/recovery.md). Returns its name."""
         self._unsupported("add_standby")
 
+    @primitive
     def release_standby(self, node: str) -> None:
         """Let a standby's agent join the rendezvous (it then counts toward max_nodes)."""
         self._unsupported("release_standby")

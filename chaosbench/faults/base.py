@@ -101,6 +101,10 @@ class Fault:
     def _inject(self) -> None: raise NotImplementedError
     def _heal(self) -> None: pass
 
+    def prepare(self) -> None:
+        """Called once when training starts, before any fault fires: what the fault needs in place
+        ahead of its moment (add_node's standby boots here)."""
+
     def inject(self) -> float:
         started = time.time()
         self._inject()

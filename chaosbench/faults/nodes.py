@@ -157,12 +157,28 @@ class PauseNode(Fault):
 @register
 class AddNode(Fault):
     name = "add_node"
-    help = "add a trainer node (scale up); it joins at the next rendezvous"
+    help = ("add a trainer node (scale up); it joins at the next rendezvous. standby: it boots when "
+            "training starts, outside the rendezvous at the lowest CPU weight, and joins when the fault fires "
+            "(a warm replacement: one restart instead of two after a loss)")
     healable = False
     needs = ("add_node",)
 
+    class Params(FaultParams):
+        standby: bool = Field(False, description="boot the node when training starts; the fault releases it")
+
+    @classmethod
+    def needs_for(cls, params):
+        return frozenset({"add_standby", "release_standby"} if params.standby else cls.needs)
+
+    def prepare(self):
+        self.standby = self.cluster.add_standby() if self.p.standby else None
+
     def _inject(self):
-        self.target = self.cluster.add_node()
+        if self.p.standby:
+            self.cluster.release_standby(self.standby)
+            self.target = self.standby
+        else:
+            self.target = self.cluster.add_node()
 
 
 @register

@@ -46,7 +46,7 @@ class RecordingCluster:
             (d / "step-10").mkdir(parents=True, exist_ok=True)
             (d / "step-10" / "state.pt").write_bytes(b"x" * 64)
             return d
-        if name == "add_node":
+        if name in ("add_node", "add_standby"):
             return "node-2"
         if name == "send_job_command":
             return self.root / "inject" / f"{args[0]}.json"

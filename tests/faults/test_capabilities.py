@@ -26,6 +26,7 @@ def proxy_api():
 
 
 def exercise(fault) -> set[str]:
+    fault.prepare()
     fault.inject()
     fault.heal()
     return fault.cluster.called

@@ -57,6 +57,32 @@ def test_preempt_node_is_one_shot(tmp_path):
     assert get_fault("freeze_worker").healable and get_fault("throttle_node").healable
 
 
+def test_add_node_from_a_standby_boots_it_first_and_releases_it_when_it_fires(tmp_path):
+    c = RecordingCluster(tmp_path)
+    f = make_fault("add_node", {"standby": True}, c, tmp_path / "faults.jsonl")
+    f.prepare()                                  # when training starts: the standby boots, held
+    assert c.calls == [("add_standby", ())]
+    f.inject()
+    assert c.calls[1:] == [("release_standby", ("node-2",))] and f.target == "node-2"
+    assert records(tmp_path / "faults.jsonl") == [("inject", "add_node", "node-2")]
+    plain = make_fault("add_node", {}, RecordingCluster(tmp_path), tmp_path / "plain.jsonl")
+    plain.prepare()
+    assert plain.cluster.calls == []             # a cold add boots nothing ahead
+    plain.inject()
+    assert plain.cluster.calls == [("add_node", ())]
+
+
+def test_the_local_backend_refuses_a_standby_by_name():
+    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.faults.capabilities import missing_primitives
+    from chaosbench.cluster import backend_primitives
+    entry = type("E", (), {"id": "grow", "kind": "add_node", "params": {"standby": True}})()
+    missing = missing_primitives([entry], LocalCluster.supported_faults, LocalCluster.unsupported_why,
+                                 backend_primitives())
+    assert missing and "grow (add_node) needs add_standby" in missing[0]
+    assert "add_standby" in backend_primitives()["docker"]
+
+
 @pytest.mark.parametrize("kind,params,field", [
     ("freeze_worker", {"local_rank": -1}, "local_rank"),
     ("throttle_node", {"cpu_fraction": 0}, "cpu_fraction"),
