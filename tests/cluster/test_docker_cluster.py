@@ -149,3 +149,7 @@ def test_a_standby_boots_outside_the_rendezvous_until_released(tmp_path, image):
                  lambda: max_step(events(cluster.events_dir), world_size=3, node=node) > 0, 120)
         with pytest.raises(ClusterError, match="not a held standby"):
             cluster.release_standby(node)
+        extra = cluster.add_standby()      # three nodes train = max_nodes: a fourth must wait for a loss
+        with pytest.raises(ClusterError, match=r"release_standby: 3 nodes running = max_nodes=3 .*once a node is gone"):
+            cluster.release_standby(extra)
+        assert extra not in cluster.node_names() and cluster.node_status(extra) == "running"   # still held
