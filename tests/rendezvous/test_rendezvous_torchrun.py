@@ -174,6 +174,23 @@ def _upstream_hang(e: AssertionError) -> bool:
     return "keys: /default_pg/" in text and len(_last_master_ports(text)) > 1
 
 
+def _or_hang(predicate, nodes, every_s: float = 2.0):
+    """predicate, or an AssertionError with the nodes' logs as soon as they show the upstream hang's
+    signature: the same verdict the set-up wait's timeout would give, up to WAIT seconds sooner."""
+    looked = [0.0]
+
+    def check():
+        if predicate():
+            return True
+        if time.monotonic() - looked[0] >= every_s:
+            looked[0] = time.monotonic()
+            logs = "\n".join(f"--- {n.name} ---\n{n.log_tail()}" for n in nodes)
+            if _upstream_hang(AssertionError(logs)):
+                raise AssertionError(f"the upstream hang's signature while waiting:\n{logs}")
+        return False
+    return check
+
+
 def _last_master_ports(text: str) -> set[str]:
     """The master port each node's log tail last reported after a later round (restart_count >= 1)."""
     ports = set()
@@ -195,10 +212,10 @@ def test_stock_c10d_replacement_hangs(cluster, tmp_path):
     ev = tmp_path / "w" / "events"
     try:
         a, b = _start_pair(make_node)
-        wait_for(lambda: steps_at_world(ev, 2, {"a", "b"}), WAIT, "both nodes at world 2", [a, b])
+        wait_for(_or_hang(lambda: steps_at_world(ev, 2, {"a", "b"}), [a, b]), WAIT, "both nodes at world 2", [a, b])
         killed = time.time()
         b.kill()
-        wait_for(lambda: steps_at_world(ev, 1, {"a"}, since=killed), WAIT, "a alone at world 1", [a])
+        wait_for(_or_hang(lambda: steps_at_world(ev, 1, {"a"}, since=killed), [a]), WAIT, "a alone at world 1", [a])
     except AssertionError as e:
         if _upstream_hang(e):
             pytest.xfail(STOCK_HANG + " (here already while the first pair formed)")
