@@ -124,8 +124,12 @@ def wait_for(predicate, timeout: float, what: str, nodes: list[Node], poll: floa
                 raise AssertionError(f"{node.name} exited with {node.proc.returncode} while waiting "
                                      f"for {what}:\n{node.log_tail()}")
         time.sleep(poll)
-    logs = "\n".join(f"--- {n.name} ---\n{n.log_tail()}" for n in nodes)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{node_logs(nodes)}")
+
+
+def node_logs(nodes: list[Node]) -> str:
+    """Each node's log tail under a '--- name ---' header (test_rendezvous_torchrun parses these sections)."""
+    return "\n".join(f"--- {n.name} ---\n{n.log_tail()}" for n in nodes)
 
 
 def steps_at_world(events_dir: Path, world: int, nodes: set[str], since: float = 0.0,

@@ -12,7 +12,7 @@ import pytest
 
 from chaosbench.services.etcd_server import EtcdServer
 from chaosbench.services.ports import free_port
-from rdzv_nodes import Node, events, steps_at_world, wait_for
+from rdzv_nodes import Node, events, node_logs, steps_at_world, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -184,7 +184,7 @@ def _or_hang(predicate, nodes, every_s: float = 2.0):
             return True
         if time.monotonic() - looked[0] >= every_s:
             looked[0] = time.monotonic()
-            logs = "\n".join(f"--- {n.name} ---\n{n.log_tail()}" for n in nodes)
+            logs = node_logs(nodes)
             if _upstream_hang(AssertionError(logs)):
                 raise AssertionError(f"the upstream hang's signature while waiting:\n{logs}")
         return False
