@@ -277,14 +277,14 @@ class Cluster(UpDown, abc.ABC):
         `peer` covers, as `ip` or `ip:tcp port` (an endpoint shared by the whole host is no link of one node)."""
         self._unsupported("degrade_link")
 
-    def _check_room_for_node(self, what: str = "add_node") -> None:
-        """add_node's and release_standby's limit. Dead nodes do not count: a lost node's replacement is a
-        new node (a new name); nor do standbys still held (node_names leaves them out)."""
+    def _check_room_for_node(self, what: str = "add_node",
+                             fix: str = "raise cluster max_nodes or spare_nodes") -> None:
+        """add_node's and release_standby's limit (`what` and `fix` name the caller and the way out). Dead
+        nodes do not count: a lost node's replacement is a new node (a new name); nor do standbys still
+        held (node_names leaves them out)."""
         live = [n for n in self.node_names() if not self.node_status(n).startswith("exited")]
         limit = self.spec.max_nodes + self.spec.spare_nodes
         if len(live) >= limit:
-            fix = ("release the standby once a node is gone (a trigger after the loss, e.g. delay_s), or raise "
-                   "cluster max_nodes" if what == "release_standby" else "raise cluster max_nodes or spare_nodes")
             raise ClusterError(f"{what}: {len(live)} nodes running = max_nodes={self.spec.max_nodes} + "
                                f"spare_nodes={self.spec.spare_nodes}; {fix}")
 

@@ -443,7 +443,8 @@ class DockerCluster(Cluster):
     def release_standby(self, node: str) -> None:
         if node not in self._standby:
             raise ClusterError(f"release_standby: {node!r} is not a held standby; standbys: {sorted(self._standby) or 'none'}")
-        self._check_room_for_node("release_standby")
+        self._check_room_for_node("release_standby", "release the standby once a node is gone (a trigger "
+                                  "after the loss, e.g. delay_s), or raise cluster max_nodes")
         docker("update", "--cpu-shares", str(DEFAULT_CPU_SHARES), self._node(node))
         self._standby.discard(node)
         (self.run_dir / "control" / go_file_of(node, True)).write_text("go\n")
