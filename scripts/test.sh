@@ -10,7 +10,7 @@ t0=$(date +%s)
 # unit tests need nothing; integration tests start real torchrun/etcd/S3/proxy; docker tests a cluster.
 # No blanket rerun: only the tests named in conftest.py's KNOWN_FLAKY get one, and the JUnit file
 # records it. -raR: skip/xfail reasons (a) and reruns (R) in the summary.
-$py -m pytest -m "not chaos" -n 2 --timeout=900 -raR --durations=20 -p no:cacheprovider --junitxml=reports/junit.xml "$@"
+$py -m pytest -m "not chaos" -n 2 --dist worksteal --timeout=900 -raR --durations=20 -p no:cacheprovider --junitxml=reports/junit.xml "$@"
 t1=$(date +%s)
 # one scenario at a time: recovery bounds are measured, and 2 cores shared by two clusters skew them
 $py -m pytest -m chaos tests scenarios examples --timeout=1500 -p no:cacheprovider -raR --durations=40 \

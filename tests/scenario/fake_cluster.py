@@ -17,8 +17,10 @@ class FakeCluster(Cluster):
     backend = "fake"
     supported_faults = frozenset({"kill_node", "start_node", "pause_node", "unpause_node"})
 
-    def __init__(self, spec, step_s=0.01, snapshot_every=5, hang_after_kill=False, fail_up=False):
+    def __init__(self, spec, step_s=0.01, snapshot_every=5, hang_after_kill=False, fail_up=False,
+                 fatal_at_down=False):
         super().__init__(spec)
+        self.fatal_at_down = fatal_at_down   # a peer's worker failing as the teardown kills its partner
         self.step_s, self.every, self.hang, self.fail_up = step_s, snapshot_every, hang_after_kill, fail_up
         self.alive = {f"node-{i}": True for i in range(spec.nodes)}
         self.calls: list[str] = []
@@ -58,6 +60,8 @@ class FakeCluster(Cluster):
         self._stop.set()
         if self._thread:
             self._thread.join(5)
+        if self.fatal_at_down:
+            self._emit("node-0", 0, 2, 0, 7, "fatal", error="Connection reset by peer")
         self.torn_down = True
 
     def kill_node(self, node):

@@ -283,3 +283,28 @@ def test_a_cooperative_fault_the_job_never_fired_is_recorded_as_never_injected(t
     assert f.injected_at is None and "delivered to the job but never fired" in (f.error or "")
     by = {c.name: c for c in out.result.checks}
     assert by["fault:f1"].status == "failed" and out.exit_code == 1
+
+
+def test_a_fatal_written_while_the_teardown_kills_the_nodes_is_set_aside_not_judged(tmp_path):
+    """Nodes that write into the run directory keep writing while they are removed one by one: a peer's
+    `Connection reset` then is the teardown's doing (a fresh-clone CI's s3_outage failed no_fatal on it)."""
+    data = {**BASE, "expect": {"reaches_step": 30, "no_fatal": True}, "faults": []}
+    out, cluster = run(tmp_path, data, fatal_at_down=True)
+    assert cluster.calls[-1] == "down"
+    by = {c.name: c for c in out.result.checks}
+    assert by["no_fatal"].status == "passed", by["no_fatal"]
+    late = (out.run_dir / "events-after-collection" / "events-node-0-local0.jsonl").read_text()
+    assert '"fatal"' in late and "Connection reset" in late
+    assert '"fatal"' not in (out.run_dir / "events" / "events-node-0-local0.jsonl").read_text()
+    harness = json.loads((out.run_dir / "harness.json").read_text())
+    # the fake steps on until down(), as real nodes do between collection and teardown: set aside too
+    assert harness["events_after_collection"] >= 1 and "events-node-0-local0.jsonl" in harness["events_collected"]
+
+
+def test_a_fatal_before_collection_still_fails_no_fatal(tmp_path):
+    """The cut is at collection, not at the stop: a fatal the job wrote before it is judged (the fake's
+    kill makes the survivors write one)."""
+    data = {**BASE, "expect": {**BASE["expect"], "no_fatal": True}}
+    out, _ = run(tmp_path, data)
+    by = {c.name: c for c in out.result.checks}
+    assert by["no_fatal"].status == "failed" and "peer closed" in by["no_fatal"].reason
