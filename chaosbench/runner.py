@@ -25,7 +25,7 @@ from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster import backend_primitives, pick_backend
 from chaosbench.cluster.lifecycle import UpDown
 from chaosbench.evidence.collect import collect_evidence, inventory_at
-from chaosbench.evidence.late_events import LATE_DIR, set_aside
+from chaosbench.evidence.late_writes import LATE_DIR, set_aside
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.faults.capabilities import missing_primitives, needs_of
 from chaosbench.faults.inprocess import is_cooperative
@@ -255,11 +255,11 @@ class Runner:
         self.progress.phase = "checks"
         if error:   # the harness broke (or Ctrl-C): whatever the run did, it ended in an error
             self.harness["ending"] = "error"
-        if "events_collected" in self.harness:   # lines the teardown made nodes write are not the job's
-            late = set_aside(self.run_dir, self.harness["events_collected"])
+        if "collected_sizes" in self.harness:   # lines the teardown made nodes write are not the job's
+            late = set_aside(self.run_dir, self.harness["collected_sizes"])
             if late:
-                self.harness["events_after_collection"] = late
-                self.say(f"{late} event line(s) written during teardown set aside in {LATE_DIR}/")
+                self.harness["lines_after_collection"] = late
+                self.say(f"{late} event/log line(s) written during teardown set aside in {LATE_DIR}/")
         (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
         h = History.load(self.run_dir)
         self._cooperative_times(h)

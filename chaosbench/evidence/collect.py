@@ -14,7 +14,7 @@ from typing import Callable
 
 from chaosbench.cluster.launch import S3_BUCKET
 from chaosbench.doctor.agent_logs import last_error
-from chaosbench.evidence import late_events
+from chaosbench.evidence import late_writes
 from chaosbench.evidence.inventory import take_inventory
 from chaosbench.evidence.inventory_s3 import s3_inventory
 from chaosbench.scenario.names import fault_file_name
@@ -70,7 +70,7 @@ def collect_evidence(cluster, run_dir: Path, harness: dict, walking: list[thread
         say(f"collect failed: {e}")
     try:
         copy_events(Path(cluster.events_dir), Path(run_dir) / "events")
-        harness["events_collected"] = late_events.mark(Path(run_dir) / "events")   # the rest: teardown's
+        harness["collected_sizes"] = late_writes.mark(Path(run_dir))   # what nodes add later: teardown's
         nodes = cluster.node_names()
     except Exception as e:   # a cluster that never came up has nothing to copy
         say(f"events not collected: {type(e).__name__}: {e}")

@@ -293,12 +293,12 @@ def test_a_fatal_written_while_the_teardown_kills_the_nodes_is_set_aside_not_jud
     assert cluster.calls[-1] == "down"
     by = {c.name: c for c in out.result.checks}
     assert by["no_fatal"].status == "passed", by["no_fatal"]
-    late = (out.run_dir / "events-after-collection" / "events-node-0-local0.jsonl").read_text()
+    late = (out.run_dir / "after-collection" / "events" / "events-node-0-local0.jsonl").read_text()
     assert '"fatal"' in late and "Connection reset" in late
     assert '"fatal"' not in (out.run_dir / "events" / "events-node-0-local0.jsonl").read_text()
     harness = json.loads((out.run_dir / "harness.json").read_text())
     # the fake steps on until down(), as real nodes do between collection and teardown: set aside too
-    assert harness["events_after_collection"] >= 1 and "events-node-0-local0.jsonl" in harness["events_collected"]
+    assert harness["lines_after_collection"] >= 1 and "events/events-node-0-local0.jsonl" in harness["collected_sizes"]
 
 
 def test_a_fatal_before_collection_still_fails_no_fatal(tmp_path):
