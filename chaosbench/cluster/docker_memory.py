@@ -31,8 +31,18 @@ HEADROOM_MB = 64                      # above the usage read, so the kernel acce
 # The watcher thread ends a write blocked in the kernel; the main thread also checks between chunks,
 # because on loaded cores the watcher was not scheduled in time and the writes went on charging
 # (measured: the agent killed 11 ms after the worker). A chunk of 256 KiB bounds the charge after a kill.
+# That still happened in a later CI, so the kernel's choice of a second victim is settled too: the
+# workers' processes (pids after <mb>) and the ballast get oom_score_adj 1000 (raising needs no
+# privilege; lowering the agent's would need CAP_SYS_RESOURCE). The worker, far larger, still goes
+# first; a second kill then takes the ballast, whose death frees the memfd, never the agent.
 BALLAST = f"""
 import os, sys, threading, time
+for pid in sys.argv[3:] + ['self']:
+    try:
+        with open(f'/proc/{{pid}}/oom_score_adj', 'w') as f:
+            f.write('1000')
+    except OSError:
+        pass
 def kills():
     for path in ('/sys/fs/cgroup/memory/memory.oom_control', '/sys/fs/cgroup/memory.events'):
         try:
@@ -111,8 +121,20 @@ def squeeze(cluster, node: str, limit_mb: int | None, fraction: float | None) ->
                                "oom_kill": seen["oom_kill"], "since": time.time(),
                                "incarnation": cluster._incarnation(node)}
     if ballast_mb:
-        docker("exec", "-d", container, "python", "-c", BALLAST, BALLAST_MARK, str(ballast_mb))
+        docker("exec", "-d", container, "python", "-c", BALLAST, BALLAST_MARK, str(ballast_mb),
+               *_worker_pids(cluster, node))
     return {"limit_mb": limit, "cgroup_mb": cgroup_mb, "ballast_mb": ballast_mb, **seen}
+
+
+def _worker_pids(cluster, node: str) -> list[str]:
+    """Every local rank's worker processes on the node now (none found: the ballast still runs)."""
+    found = []
+    for rank in range(cluster.spec.procs_per_node):
+        try:
+            found += cluster._signal_worker(node, rank, "0")
+        except ClusterError:
+            pass
+    return found
 
 
 def release(cluster, node: str) -> dict:

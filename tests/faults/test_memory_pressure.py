@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from pydantic import ValidationError
@@ -153,6 +154,13 @@ class FakeDocker:
 class FakeCluster:
     def __init__(self, incarnations=("a", "a"), status="running"):
         self._squeezed, self._inc, self.status = {}, list(incarnations), status
+        self.spec = SimpleNamespace(procs_per_node=2)
+
+    def _signal_worker(self, node, local_rank, sig):   # rank 0 runs (a warm-start fork and its client)
+        from chaosbench.cluster.base import ClusterError
+        if local_rank:
+            raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
+        return ["101", "102"]
 
     def _node(self, node):
         return f"proj-{node}"
@@ -177,7 +185,8 @@ def test_docker_squeeze_below_use_sets_the_limit_above_it_and_a_ballast_for_the_
     assert got["ballast_mb"] == got["cgroup_mb"] - 800
     assert updates(fake) == [("--memory", f"{got['cgroup_mb']}m", "--memory-swap", f"{got['cgroup_mb']}m")]
     (ballast,) = [a for a in fake.calls if a[:2] == ("exec", "-d")]
-    assert ballast[-2:] == (docker_memory.BALLAST_MARK, str(got["ballast_mb"]))
+    # the workers found now go to the ballast, which puts them first in the OOM killer's line, then itself
+    assert ballast[-4:] == (docker_memory.BALLAST_MARK, str(got["ballast_mb"]), "101", "102")
     seen = docker_memory.release(c, "node-1")
     assert seen == {"oom_kills": 1, "docker_oom_events": 1}
     # the ballast is killed and the container's own limits come back, memory and swap alike
@@ -246,7 +255,9 @@ def _fd_targets(pid: int) -> list[str]:
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="no memfd_create")
 def test_the_ballast_holds_its_pages_in_a_memfd_until_killed():
-    p = subprocess.Popen([sys.executable, "-c", docker_memory.BALLAST, docker_memory.BALLAST_MARK, "8"])
+    worker = subprocess.Popen(["sleep", "60"])
+    p = subprocess.Popen([sys.executable, "-c", docker_memory.BALLAST, docker_memory.BALLAST_MARK, "8",
+                          str(worker.pid)])
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -257,6 +268,10 @@ def test_the_ballast_holds_its_pages_in_a_memfd_until_killed():
         assert memfd and p.poll() is None, "the ballast should hold its memfd and wait"
         # RELEASE finds a ballast by the word in its argv, never by its own command line
         assert docker_memory.BALLAST_MARK.encode() in Path(f"/proc/{p.pid}/cmdline").read_bytes().split(b"\0")[1:]
+        # a second OOM kill, should the kernel need one, takes the ballast, never the agent
+        for pid in (worker.pid, p.pid):
+            assert Path(f"/proc/{pid}/oom_score_adj").read_text().strip() == "1000", pid
     finally:
-        p.kill()
-        p.wait()
+        for proc in (p, worker):
+            proc.kill()
+            proc.wait()
