@@ -7,9 +7,10 @@ and a ballast takes the rest: a memfd (shared memory in no process's RSS) writte
 in the node until the processes have `limit_mb` left. Writing it makes the kernel reclaim, then
 OOM-kill the task with the largest RSS: the worker, which holds the model and optimizer on top of
 everything its warm-start server forked it with; the ballast is never the victim while a bigger
-process of its oom_score_adj is left (the workers and the ballast get 1000: BALLAST below). At that first kill the ballast leaves, so the restarted worker fits under the limit
-(usage + HEADROOM_MB) that stays until release, which restores the container's own limits. The
-in-node scripts read cgroup v2's files too (memory.current, memory.events); v2 is not measured here.
+process of its oom_score_adj is left (the workers and the ballast get 1000: BALLAST below). At that
+first kill the ballast leaves, so the restarted worker fits under the limit (usage + HEADROOM_MB)
+that stays until release, which restores the container's own limits. The in-node scripts read
+cgroup v2's files too (memory.current, memory.events); v2 is not measured here.
 """
 from __future__ import annotations
 
