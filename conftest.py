@@ -42,9 +42,9 @@ KNOWN_FLAKY = {
         "worker and, 11 ms later, the agent (pt_elastic): the ballast's write went on charging before its "
         "watcher thread ran on the loaded cores; node-1 exited 137 and the world went 2 -> 1 (passed in every "
         "run before it). The ballast now also reads the counter after every 256-KiB chunk in its writing thread "
-        "(docker_memory.py); it happened again in the CI of 0157d1b (2026-11-26). Since then the workers and the ballast "
-        "get oom_score_adj 1000, so a second kill takes the ballast, never the agent (tests/cluster/test_oom_order_docker.py "
-        "holds both orders in a real cgroup); kept until a CI confirms it",
+        "(docker_memory.py); it happened again in the CI of 0157d1b (2026-11-26). Since then the workers "
+        "and the ballast get oom_score_adj 1000, so a second kill takes the ballast, never the agent "
+        "(tests/cluster/test_oom_order_docker.py holds both orders in a real cgroup); kept until a CI confirms it",
     "tests/rendezvous/test_rendezvous_torchrun.py::test_join_leave_replace[etcd]":
         "torch's legacy etcd (v2) rendezvous: failed once in a local -n 2 run beside the full rendezvous "
         "suite (2026-11-23), passed alone; its output was not kept, cause not established",

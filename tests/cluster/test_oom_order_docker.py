@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.timeout(300),
 # a process holding N MiB of its own pages until killed
 HOLD = "import sys, time; b = b'x' * (int(sys.argv[1]) << 20); print('ready', flush=True); time.sleep(300)"
 
-# pid 1 of a 300-MiB container: an "agent" (60 MiB), a "worker" (120 MiB), then the ballast (260 MiB: more than the worker's death frees)
+# pid 1 of a 300-MiB container: an "agent" (60 MiB), a "worker" (120 MiB), then the ballast
+# (260 MiB: more than the worker's death frees, so a second kill must come)
 SCENE = textwrap.dedent("""
     import json, subprocess, sys
     hold, ballast, give_worker = sys.argv[1], sys.argv[2], sys.argv[3] == '1'
