@@ -7,6 +7,7 @@ from the runner's own messages and the trainer's events, so a speed change shows
     python bench/harness.py --suite [--reps 1]                      # median wall per library scenario
     python bench/harness.py --junit reports/chaos-junit.xml         # a chaos suite's own times
     python bench/harness.py --load rep1.json rep2.json              # summarise saved --json runs
+    python bench/harness.py scenarios/*.yaml --keep /tmp/runs       # then bench/story_slack.py /tmp/runs
 
 Prints one row per run, the median (min-max) of every phase per scenario and code tree, and the
 overhead (wall time minus the first-to-last step span) as a share of the wall time; `--json` for
@@ -170,6 +171,7 @@ def main() -> int:
     ap.add_argument("--against", type=Path, help="another checkout whose code runs rep by rep with this one")
     ap.add_argument("--junit", type=Path, help="print a chaos suite's per-test times from its JUnit file")
     ap.add_argument("--load", type=Path, nargs="+", help="summarise rows saved by earlier --json runs")
+    ap.add_argument("--keep", type=Path, help="keep the run directories here (for bench/story_slack.py)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     if a.junit:
@@ -183,6 +185,8 @@ def main() -> int:
     scenarios = a.scenarios or ([str(ROOT / "scenarios" / f"{n}.yaml") for n in SUITE] if a.suite
                                 else [str(ROOT / "scenarios" / "node_loss.yaml")])
     rows = []
+    if a.keep:
+        a.keep.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="cb-harness-bench-") as tmp:
         for _ in range(a.reps):
             for sc in scenarios:
@@ -190,7 +194,7 @@ def main() -> int:
                     rows.append(run_in(a.against.resolve(), sc, a.backend))
                     rows.append(run_in(ROOT, sc, a.backend))
                 else:
-                    rows.append(one_run(sc, a.backend, Path(tmp)))
+                    rows.append(one_run(sc, a.backend, a.keep or Path(tmp)))
     if a.json:
         print(json.dumps(rows, indent=1))
         return 0

@@ -6,8 +6,8 @@ time that a smaller `reaches_step` could give back. Reads finished runs' result.
 
 A fault settles at the latest of its injection, its heal and its recovery's first step (a rejoin
 after a heal is a restart round, not a recovery record: such a story settles at the heal). The
-table gives, per scenario: wall time, the training span, the step and time at which the last fault
-settled, the step the run ended at, and the seconds and share of wall time trained after that.
+table gives, per scenario: wall time, the training span, the seconds trained before the first fault
+was injected, the step and time at which the last fault settled, the step the run ended at, and the seconds and share of wall time trained after that.
 Trimming is a judgement per story (a check may need steps after the heal: stalls, replicas agreeing
 at a later snapshot, the world size after a rejoin); this only says where the time is.
 """
@@ -55,6 +55,9 @@ def slack(result: dict) -> dict:
     row |= {"training_s": round(last["ts"] - first["ts"], 1), "end_step": max(s["step"] for s in steps)}
     if at is None:
         return row | {"error": "no fault injected"}
+    injected = [f["injected_at"] for f in result.get("faults") or [] if _num(f.get("injected_at"))]
+    if injected:   # training before the first fault: what an earlier fault step could give back
+        row["before_s"] = round(max(0.0, min(injected) - first["ts"]), 1)
     before = [s["step"] for s in steps if s["ts"] <= at]
     row |= {"settled_step": max(before) if before else 0, "after_s": round(max(0.0, last["ts"] - at), 1)}
     if _num(row["wall_s"]) and row["wall_s"] > 0:
@@ -92,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    cols = ("scenario", "verdict", "wall_s", "training_s", "settled_step", "end_step", "after_s", "after_pct")
+    cols = ("scenario", "verdict", "wall_s", "training_s", "before_s", "settled_step", "end_step", "after_s",
+            "after_pct")
     print("  ".join(f"{c:>12}" for c in cols))
     for r in rows:
         print("  ".join(f"{str(r.get(c, '-')):>12}" for c in cols) + (f"  ({r['error']})" if "error" in r else ""))

@@ -24,6 +24,14 @@ def test_a_recovery_settles_later_than_its_fault_heal(slack):
     row = slack.slack(result)
     assert row["settled_step"] == 41 and row["after_s"] == 29.5 and row["after_pct"] == 49
     assert row["end_step"] == 100 and row["training_s"] == 49.5
+    assert row["before_s"] == 10.0                   # first step 100.0, first injection 110.0
+
+
+def test_training_before_the_first_fault_counts_only_injected_faults(slack):
+    result = {"duration_s": 30.0, "timeline": {"steps": _steps(40)},
+              "faults": [{"id": "late", "injected_at": 112.0}, {"id": "refused", "error": "no"},
+                         {"id": "early", "injected_at": 103.5}]}
+    assert slack.slack(result)["before_s"] == 3.5
 
 
 def test_a_heal_after_the_loss_recovery_settles_at_the_heal(slack):
