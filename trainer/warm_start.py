@@ -14,6 +14,8 @@ Three roles, all in this stdlib-only module so the client itself starts fast:
   node    the node launcher: binds an abstract unix socket, starts `serve` on it (it dies with the
           agent: PR_SET_PDEATHSIG), then execs torchrun. With `--go FILE` it first waits for FILE,
           torch imported meanwhile: nodes start with the cluster, training on a signal (node()).
+          With `--ready FILE` the server creates FILE once its imports are done (the harness gives
+          the go when every node is ready: see Server.preload).
   serve   (on the socket `node` bound) imports torch & co, then forks one child per request.
   run     what torchrun starts as the worker: sends argv, env, cwd and its stdin/stdout/stderr to the
           server, forwards every signal torchrun sends to the forked child and exits with its status
@@ -87,7 +89,7 @@ def _warm_boto3() -> None:
         _log(f"warming boto3: {exc}")
 
 
-def node(argv: list[str], preload: str, stop_kill_after: str, go: str = "") -> None:
+def node(argv: list[str], preload: str, stop_kill_after: str, go: str = "", ready: str = "") -> None:
     """Bind the socket, start the server as our child, then become torchrun (the server dies with us).
 
     Binding here, before torchrun exists, means no worker can ever find the socket missing.
@@ -114,12 +116,12 @@ def node(argv: list[str], preload: str, stop_kill_after: str, go: str = "") -> N
             if os.getppid() != parent:        # the launcher died before prctl took effect
                 os._exit(0)
             if in_process:                    # torch is imported: serve from this fork
-                serve(listener.detach(), preload, float(stop_kill_after))
+                serve(listener.detach(), preload, float(stop_kill_after), ready)
             fd = listener.detach()
             os.set_inheritable(fd, True)
             os.execv(sys.executable, [sys.executable, "-m", "trainer.warm_start", "serve",
                                       "--fd", str(fd), "--preload", preload,
-                                      "--stop-kill-after", stop_kill_after])
+                                      "--stop-kill-after", stop_kill_after, "--ready", ready])
         finally:
             os._exit(127)
     listener.close()
@@ -231,7 +233,14 @@ class Server:
         self.clients: dict[int, int] = {}                     # fork pid -> its client's pid
         self.watchdog = StopWatchdog(stop_kill_after_s)
 
-    def preload(self, modules: str) -> None:
+    def preload(self, modules: str, ready: str = "") -> None:
+        """Import `modules`, then create the file `ready` (if given).
+
+        Why the file: the nodes of a cluster start together on a few shared cores, and an agent that
+        joins the first rendezvous while three servers import torch._dynamo can be starved past the
+        round's last call (measured: a node 3.5 s late, a first round of 2 of 3 nodes, then a
+        restart at 3). A harness that gives the go only when every node is ready gets a first round
+        on a quiet machine; the first worker would wait for this import anyway."""
         import importlib
         t0 = time.monotonic()
         for mod in filter(None, modules.split(",")):
@@ -242,6 +251,12 @@ class Server:
         if "boto3" in sys.modules:
             _warm_boto3()
         _log(f"ready: preloaded {modules} in {time.monotonic() - t0:.2f}s")
+        if ready:
+            try:
+                with open(ready, "w") as f:
+                    f.write(f"{os.getpid()}\n")
+            except OSError as exc:            # the harness then waits out its bound: say why
+                _log(f"cannot write the ready file {ready}: {exc}")
 
     def serve_forever(self) -> None:
         sel = selectors.DefaultSelector()
@@ -404,11 +419,11 @@ def _leave(code: int) -> None:
         os._exit(code)
 
 
-def serve(fd: int, preload: str, stop_kill_after_s: float) -> None:
+def serve(fd: int, preload: str, stop_kill_after_s: float, ready: str = "") -> None:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)     # lifetime = the agent's (PDEATHSIG), not a stop signal
     server = Server(socket.socket(fileno=fd), stop_kill_after_s=stop_kill_after_s)
-    server.preload(preload)
+    server.preload(preload, ready)
     server.serve_forever()
 
 
@@ -500,8 +515,8 @@ def _wait_gone(pid: int) -> None:
     sel.select()
 
 
-USAGE = """usage: python -m trainer.warm_start node [--preload MODS] [--stop-kill-after S] [--go FILE] -- LAUNCHER ARGV...
-       python -m trainer.warm_start serve --fd N [--preload MODS] [--stop-kill-after S]   (started by node)
+USAGE = """usage: python -m trainer.warm_start node [--preload MODS] [--stop-kill-after S] [--go FILE] [--ready FILE] -- LAUNCHER ARGV...
+       python -m trainer.warm_start serve --fd N [--preload MODS] [--stop-kill-after S] [--ready FILE]   (started by node)
        python -m trainer.warm_start run [--ready-timeout S] [--] PYTHON ARGV...   (e.g. -m trainer.train --config ...)"""
 
 
@@ -527,17 +542,18 @@ def main(argv: list[str] | None = None) -> None:
     role, rest = (argv[0], argv[1:]) if argv else ("", [])
     if role == "node":
         opts, command = _options(rest, {"--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after(),
-                                        "--go": ""})
-        node(command, opts["--preload"], opts["--stop-kill-after"], opts["--go"])
+                                        "--go": "", "--ready": ""})
+        node(command, opts["--preload"], opts["--stop-kill-after"], opts["--go"], opts["--ready"])
     elif role == "serve":
-        opts, _ = _options(rest, {"--fd": "", "--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after()})
+        opts, _ = _options(rest, {"--fd": "", "--preload": DEFAULT_PRELOAD, "--stop-kill-after": _stop_kill_after(),
+                                  "--ready": ""})
         if not opts["--fd"].isdigit():
             raise SystemExit(f"warm_start serve: --fd N (a listening socket) is required\n{USAGE}")
         try:
             kill_after = float(opts["--stop-kill-after"])
         except ValueError:
             raise SystemExit(f"warm_start serve: --stop-kill-after takes seconds, got {opts['--stop-kill-after']!r}")
-        serve(int(opts["--fd"]), opts["--preload"], kill_after)
+        serve(int(opts["--fd"]), opts["--preload"], kill_after, opts["--ready"])
     elif role == "run":
         opts, command = _options(rest, {"--ready-timeout": "300"})
         if not command:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import yaml
@@ -15,7 +16,7 @@ import yaml
 from chaosbench.cluster.base import ClusterError, ClusterSpec
 from chaosbench.cluster.images import REPO, SOURCE_MOUNT
 from chaosbench.cluster.innode_clock import CLOCK_DIR_IN_NODE, node_clock
-from chaosbench.cluster.launch import S3_BUCKET, gated, hosts_store, node_plan
+from chaosbench.cluster.launch import S3_BUCKET, gated, hosts_store, is_warm, node_plan
 from chaosbench.cluster.venv_volume import VENV_IN_IMAGE
 
 LABEL_PREFIX = "io.chaosbench"
@@ -25,6 +26,7 @@ PROXY_ETCD_PORT, PROXY_S3_PORT = 2379, 5000
 EVENTS_IN_NODE, NVME_IN_NODE, MEMORY_IN_NODE = "/chaosbench/events", "/nvme", "/dev/shm/chaosbench"
 WORKDIR_IN_NODE = "/workspace"   # the user's project (trainer.workdir), read-only
 CONTROL_IN_NODE, GO_FILE = "/chaosbench/control", "go"   # the run's go signal (launch.gated), read-only
+READY_IN_NODE = "/chaosbench/ready"   # where a warm-start node says its imports are done (one file per node)
 SERVICES = ("etcd", "toxiproxy", "s3")
 
 
@@ -52,6 +54,8 @@ class ComposePlan:
     control_host_dir: str | None = None   # nodes wait for its GO_FILE (None: they start training at once)
     venv_volume: str | None = None        # our image's /opt/venv as a volume (venv_volume.py), or None
     standby: set[str] = field(default_factory=set)   # nodes held on their own go file (go_file_of)
+    ready_host_dir: str | None = None     # warm-start nodes create <node> here when their imports are done
+    ready_files: dict[str, str] = field(default_factory=dict)   # node -> its ready file (set by render)
 
     def ip(self, name: str) -> str:
         hosts = list(self.subnet.hosts())
@@ -111,7 +115,12 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
     env, argv = dict(p.env), p.argv
     if plan.control_host_dir:   # created with the cluster, training on the go signal
         volumes.append(f"{plan.control_host_dir}:{CONTROL_IN_NODE}:ro")
-        argv = gated(argv, f"{CONTROL_IN_NODE}/{go_file_of(node, node in plan.standby)}")
+        ready = None
+        if plan.ready_host_dir and is_warm(argv):   # the harness's go waits for these (start_training)
+            volumes.append(f"{plan.ready_host_dir}:{READY_IN_NODE}")
+            ready = f"{READY_IN_NODE}/{node}"
+            plan.ready_files[node] = str(Path(plan.ready_host_dir) / node)
+        argv = gated(argv, f"{CONTROL_IN_NODE}/{go_file_of(node, node in plan.standby)}", ready)
     if spec.workdir:
         volumes.append(f"{spec.workdir}:{WORKDIR_IN_NODE}:ro")
     if user_image:   # the user's image has no chaosbench installed: the node watcher and

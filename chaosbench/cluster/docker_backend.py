@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from chaosbench.cluster import docker_memory, images, loopfs
@@ -29,6 +30,9 @@ from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_re
                                              wait_until)
 
 CPU_PERIOD_US = 100_000   # throttle_node's CFS period (docker's default)
+# How long the go waits for the nodes' imports (start_training): ~5 s here with three nodes on two
+# cores; the bound only stops a node whose server never gets ready from holding the run.
+READY_WAIT_S = float(os.environ.get("CHAOSBENCH_READY_WAIT_S", "120"))
 SERVICE_ALIASES = {"proxy": "toxiproxy", "toxiproxy": "toxiproxy", "etcd": "etcd", "s3": "s3"}
 
 
@@ -119,6 +123,7 @@ class DockerCluster(Cluster):
         self.plan = ComposePlan(
             project=self.project, image=image, subnet=_pick_subnet(), owner=owner_mod.token(),
             events_host_dir=str(self.run_dir / "events"), control_host_dir=str(self._control_dir()),
+            ready_host_dir=str(self._ready_dir()),
             gpus=_gpus_available() if self._gpus is None else self._gpus,
             toxiproxy_image=self._toxiproxy_image or os.environ.get("CHAOSBENCH_TOXIPROXY_IMAGE") or None,
             venv_volume=images.node_venv_volume(image))
@@ -177,9 +182,39 @@ class DockerCluster(Cluster):
         (d / GO_FILE).unlink(missing_ok=True)
         return d
 
+    def _ready_dir(self) -> Path:
+        """Where warm-start nodes say their imports are done (mounted writable; READY_IN_NODE)."""
+        d = self.run_dir / "control-ready"
+        d.mkdir(parents=True, exist_ok=True)
+        for stale in d.iterdir():
+            stale.unlink()
+        return d
+
     def start_training(self) -> None:
-        """The nodes are up since _start, torch imported (launch.gated): the go file starts them all."""
+        """The nodes are up since _start, importing torch (launch.gated): the go file starts them all,
+        once every warm-start node has said it is ready (the first rendezvous then runs on a quiet
+        machine, not against three nodes' imports: warm_start.Server.preload)."""
+        self.ready_wait = self._await_ready(READY_WAIT_S)
         (self.run_dir / "control" / GO_FILE).write_text("go\n")
+
+    def _await_ready(self, bound_s: float) -> dict:
+        """Wait until each warm-start node's ready file exists or the node is no longer running, at most
+        `bound_s` (a node that never gets ready is the run's to observe, not a reason to hold it)."""
+        t0 = time.monotonic()
+        waiting = {n: Path(f) for n, f in (self.plan.ready_files if self.plan else {}).items()
+                   if n not in self.plan.standby}
+        gone: list[str] = []
+        next_status = t0 + 1.0
+        while waiting and time.monotonic() - t0 < bound_s:
+            waiting = {n: f for n, f in waiting.items() if not f.exists()}
+            if waiting and time.monotonic() >= next_status:   # a docker inspect each: once a second
+                for n in [n for n in waiting if self.node_status(n) != "running"]:
+                    gone.append(n)
+                    del waiting[n]
+                next_status = time.monotonic() + 1.0
+            if waiting:
+                time.sleep(0.02)
+        return {"waited_s": round(time.monotonic() - t0, 2), "not_ready": sorted(waiting), "not_running": gone}
 
     def _state(self, service: str) -> dict | None:
         out = docker("inspect", "-f", "{{json .State}}", self.plan.container(service), check=False)

@@ -48,11 +48,17 @@ GO_GATE = ["sh", "-c", 'while [ ! -e "$0" ]; do sleep 0.05; done; exec "$@"']
 WARM_NODE = ["-m", "trainer.warm_start", "node"]
 
 
-def gated(argv: list[str], go_file: str) -> list[str]:
-    """The node command, held until `go_file` exists (a restarted node finds it and goes at once)."""
-    if argv[1:1 + len(WARM_NODE)] == WARM_NODE:   # the warm-start node waits itself, importing meanwhile
+def is_warm(argv: list[str]) -> bool:
+    """The node command is the warm-start node launcher (it can wait and say when it is ready itself)."""
+    return argv[1:1 + len(WARM_NODE)] == WARM_NODE
+
+
+def gated(argv: list[str], go_file: str, ready_file: str | None = None) -> list[str]:
+    """The node command, held until `go_file` exists (a restarted node finds it and goes at once).
+    A warm-start node creates `ready_file` once torch and the trainer are imported (warm_start.py)."""
+    if is_warm(argv):   # the warm-start node waits itself, importing meanwhile
         at = 1 + len(WARM_NODE)
-        return [*argv[:at], "--go", go_file, *argv[at:]]
+        return [*argv[:at], "--go", go_file, *(["--ready", ready_file] if ready_file else []), *argv[at:]]
     return [*GO_GATE, go_file, *argv]
 
 

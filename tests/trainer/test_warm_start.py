@@ -32,6 +32,38 @@ def _node(tmp_path, launcher: str, timeout=60, env=None):
     return p.returncode, p.stdout + p.stderr
 
 
+def test_the_ready_file_appears_when_the_preload_is_done_not_before(tmp_path):
+    """`node --ready FILE`: the harness gives the go when every node's file exists, so it must mean
+    the server's imports are done (here a module that takes 1.5 s), and the node still waits for go."""
+    (tmp_path / "slowmod.py").write_text("import time\ntime.sleep(1.5)\n")
+    go, ready, done = tmp_path / "go", tmp_path / "ready", tmp_path / "done"
+    p = subprocess.Popen([*WS, "node", "--preload", "slowmod", "--go", str(go), "--ready", str(ready), "--",
+                          "sh", "-c", f"touch {done}"], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": f"{REPO}:{tmp_path}"},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.7)
+    assert not ready.exists() and p.poll() is None
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ready.exists() and int(ready.read_text()) > 0
+    time.sleep(0.3)
+    assert p.poll() is None and not done.exists()   # ready is not go
+    go.write_text("go")
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0 and done.exists(), out
+
+
+def test_an_unwritable_ready_file_is_logged_and_the_node_still_serves(tmp_path):
+    go = tmp_path / "go"
+    go.write_text("go")
+    p = subprocess.run([*WS, "node", "--preload", "json", "--go", str(go), "--ready", str(tmp_path / "no" / "dir"),
+                        "--", "sh", "-c", "sleep 1"], cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    assert "cannot write the ready file" in p.stderr
+
+
 def test_worker_is_forked_by_the_server_and_exit_codes_pass_through(tmp_path):
     rc, out = _node(tmp_path, """
         JOB_VAR=one $WS run $JOB exit 0; echo "rc=$?"
