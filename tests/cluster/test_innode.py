@@ -226,9 +226,11 @@ def test_local_throttle_runs_the_node_a_fraction_of_the_time_and_unthrottle_lets
         throttled = _share(busy, 3.0)
         c.unthrottle_node("node-0")
         assert not c._throttles and _state(busy) != "T"
-        again = _share(busy)
-        # relative to the unthrottled share: a loaded machine (parallel tests) gives the process less
-        assert 0.02 < throttled < 0.45 * free and again > 2 * throttled, (free, throttled, again)
+        again = _share(busy, 2.0)
+        # relative to the unthrottled share: a loaded machine (parallel tests) gives the process less,
+        # and its load moves between the windows (a CI run here: free 0.94, throttled 0.26, again 0.51);
+        # still throttled, `again` would be about `throttled` (a quarter of the time), not 1.5x it
+        assert 0.02 < throttled < 0.45 * free and again > 1.5 * throttled, (free, throttled, again)
     finally:
         for t in c._throttles.values():
             t.kill()

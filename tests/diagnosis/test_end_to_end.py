@@ -1,5 +1,7 @@
-"""Real process trees on the local backend (< 60 s each): a job that cannot save crash-loops; the run's
-stop reason, diagnosis.json, CLI summary and report name the node, its repeated error and the fix."""
+"""Real process trees on the local backend (15-30 s each alone): a job that cannot save crash-loops; the
+run's stop reason, diagnosis.json, CLI summary and report name the node, its repeated error and the fix.
+The stuck window is wide: in a loaded CI run two nodes had not made their first step after 40 s
+(torch imported on a slow machine next to the other test worker); the runs end sooner by themselves."""
 import json
 import subprocess
 import sys
@@ -23,11 +25,11 @@ trainer:
   args: {json.dumps(args)}
   progress: {{regex: 'step (?P<step>\\d+) loss'}}
 expect: {{reaches_step: 12}}
-run: {{timeout_s: 55, stuck_after_s: 40}}
+run: {{timeout_s: 150, stuck_after_s: 90}}
 """)
     r = subprocess.run([sys.executable, "-m", "chaosbench.cli", "run", str(sc), "--backend", "local",
                         "--report-dir", str(tmp_path / "reports")], capture_output=True, text=True, cwd=ROOT,
-                       timeout=120)
+                       timeout=300)
     (run_dir,) = [d for d in (tmp_path / "reports").iterdir() if d.is_dir()]
     return r, run_dir
 
