@@ -129,7 +129,7 @@ class Runner:
             self.say("cluster up; starting training")
             cluster.start_training()
             self.harness["training_started_at"] = time.time()
-            if getattr(cluster, "ready_wait", None):   # docker: how long the go waited for the nodes' imports
+            if cluster.ready_wait:   # docker: how long the go waited for the nodes' imports
                 self.harness["ready_wait"] = cluster.ready_wait
             self.progress.phase = "training"
             self._drive(cluster)

@@ -125,6 +125,9 @@ class Cluster(UpDown, abc.ABC):
     supported_faults: frozenset[str] = frozenset()
     #: set by down() once everything it started is verifiably gone (the runner reports it as such)
     torn_down: bool = False
+    #: set by start_training() where the go waits for the nodes' imports (docker): waited_s, not_ready,
+    #: not_running; the runner records it in harness.json
+    ready_wait: dict | None = None
     #: primitive -> why this backend cannot do it (said by UnsupportedFault)
     unsupported_why: dict[str, str] = {}
     #: what netem_link carries delay / jitter / duplicate / corrupt / reorder with: 'netem' (a qdisc) or
