@@ -27,6 +27,7 @@ from chaosbench.cluster.lifecycle import UpDown
 from chaosbench.evidence.collect import collect_evidence, inventory_at
 from chaosbench.evidence.late_writes import LATE_DIR, set_aside
 from chaosbench.faults import FaultContext, FaultLog, get_fault
+from chaosbench.faults.base import Fault
 from chaosbench.faults.capabilities import missing_primitives, needs_of
 from chaosbench.faults.inprocess import is_cooperative
 from chaosbench.observer import EventTail, Progress
@@ -40,6 +41,7 @@ from chaosbench.scenario.stop import StopRule, stop_reason
 
 EXIT = {"passed": 0, "failed": 1, "error": 3}
 STATUS_EVERY_S = 2.0   # how often the drive asks the backend whether any node still runs
+ENDED_EVERY_S = 0.5    # how often it asks a fault in place whether its effect ended by itself (Fault.ended)
 
 
 @dataclass
@@ -148,7 +150,7 @@ class Runner:
         tail = EventTail(cluster.events_dir)
         rule = StopRule.of(self.s, self.harness["training_started_at"])
         t0, target = rule.started_at, rule.target
-        reached_at, said_waiting, next_status = None, False, 0.0
+        reached_at, said_waiting, next_status, next_ended = None, False, 0.0, 0.0
         self.progress.last_progress_at = time.time()
         while True:
             now = time.time()
@@ -157,6 +159,9 @@ class Runner:
                 sched.observe_event(ev, ev.get("ts", now) - t0)
             for act in sched.due(now - t0, self.progress.step):
                 (self._heal if act.kind == "heal" else self._inject)(act.planned, faults[act.planned.fault_id], sched, t0)
+            if now >= next_ended:
+                next_ended = now + ENDED_EVERY_S
+                self._heal_ended(sched, faults, t0)
             self.progress.faults_pending = sched.pending
             self.progress.faults_injected = sum(1 for r in self.records.values() if r.injected_at)
             self._tick()
@@ -228,6 +233,22 @@ class Runner:
         rec.injected_at, rec.target = ts, fault.target
         sched.mark_injected(p, ts - t0)
         self.walking.append(inventory_at(self.cluster, self.run_dir, p.fault_id))
+
+    def _heal_ended(self, sched: Schedule, faults: dict, t0: float) -> None:
+        """Heal now a fault in place whose effect ended by itself (Fault.ended); the fault check reads
+        `faults_ended` to tell that early heal from a cut-short one."""
+        for p in sched.plans:
+            fault = faults[p.fault_id]
+            if p.state != "injected" or type(fault).ended is Fault.ended:
+                continue
+            try:
+                why = fault.ended()
+            except ClusterError:   # a node gone or a read refused: the fault lasts its duration
+                why = None
+            if why:
+                self.harness.setdefault("faults_ended", {})[p.fault_id] = why
+                self.say(f"{p.fault_id} ended by itself: {why}")
+                self._heal(p, fault, sched, t0)
 
     def _heal(self, p, fault, sched: Schedule, t0: float, best_effort: bool = False) -> None:
         self.say(f"healing {p.fault_id}: {p.entry.kind}")

@@ -45,6 +45,7 @@ def _fault_verdict(h: History, e: Expect, recs: list[Recovery], plan: dict) -> C
     fid, kind = str(plan["id"]), plan.get("type", "?")
     name = f"fault:{fid}"
     dur = plan.get("heal_after_s")
+    ended = h.harness.get("faults_ended") or {}   # fault id -> why its effect ended before dur (Fault.ended)
     expected = f"{kind} {plan.get('trigger', '')}".strip() + \
         (f", healed after {dur:g} s" if plan.get("healable") and dur is not None else "")
     w = windows.get(fid)
@@ -59,6 +60,8 @@ def _fault_verdict(h: History, e: Expect, recs: list[Recovery], plan: dict) -> C
         elif held is None:
             return failed(name, expected, observed, f"{fid} ({kind}) was never healed, though planned "
                                                     f"to heal after {dur:g} s{why}")
+        elif held + SLACK_S < dur and fid in ended:
+            observed += f" (ended by itself: {ended[fid]})"
         elif held + SLACK_S < dur and story:
             observed += f" (cut short when the run ended {e.ends}, as expected)"
         elif held + SLACK_S < dur:

@@ -416,6 +416,11 @@ class Cluster(UpDown, abc.ABC):
         """Restore the node's own memory limit; {'oom_kills': kills since squeeze_memory (None: unknown)}."""
         raise UnsupportedFault(f"backend '{self.backend}' does not support release_memory (nor squeeze_memory)")
 
+    def memory_kills(self, node: str) -> int | None:
+        """OOM kills on the node since squeeze_memory, read while it holds (None: no squeeze, or no
+        count to read). A read, not a primitive: what the runner asks to heal the squeeze early."""
+        return None
+
     def _clock_file(self, node: str) -> tuple[Path, dict[str, str]]:
         """The node's clock control file on the host (the harness writes it) and the preload env its
         processes carry (innode_clock.preload_env, with the paths as the node sees them)."""

@@ -368,6 +368,9 @@ class DockerCluster(Cluster):
     def release_memory(self, node: str) -> dict:
         return docker_memory.release(self, node)
 
+    def memory_kills(self, node: str) -> int | None:
+        return docker_memory.kills(self, node)
+
     def break_name(self, node: str, name: str, mode: str, delay_s: float = 5.0) -> str:
         """In the node's own /etc/hosts and resolv.conf (innode.BREAK_NAME). The endpoints the nodes
         are given (rendezvous, etcd and S3 through the proxy) are IP addresses here: no lookup to break."""

@@ -138,6 +138,26 @@ def _worker_pids(cluster, node: str) -> list[str]:
     return found
 
 
+def _same_node(cluster, node: str, saved: dict) -> bool:
+    """The squeezed container still runs, not a restarted one (whose cgroup counts afresh)."""
+    return cluster.node_status(node) == "running" and cluster._incarnation(node) == saved["incarnation"]
+
+
+def _kills_since(container: str, saved: dict) -> int | None:
+    now = parse_read(docker("exec", container, "python", "-c", READ, check=False) or "{}")
+    if isinstance(now.get("oom_kill"), int) and isinstance(saved["oom_kill"], int) and now["oom_kill"] >= saved["oom_kill"]:
+        return now["oom_kill"] - saved["oom_kill"]
+    return None
+
+
+def kills(cluster, node: str) -> int | None:
+    """DockerCluster.memory_kills: the cgroup's OOM kills since the squeeze, while it holds."""
+    saved = cluster._squeezed.get(node)
+    if saved is None or not _same_node(cluster, node, saved):
+        return None
+    return _kills_since(cluster._node(node), saved)
+
+
 def release(cluster, node: str) -> dict:
     """DockerCluster.release_memory: the ballast gone, the container's own limits back, and the OOM
     kills since the squeeze (the cgroup's count; None when it cannot be read, e.g. the node restarted)
@@ -147,12 +167,9 @@ def release(cluster, node: str) -> dict:
         return {"oom_kills": None}
     container = cluster._node(node)
     kills = None
-    if cluster.node_status(node) == "running" and cluster._incarnation(node) == saved["incarnation"]:
+    if _same_node(cluster, node, saved):
         docker("exec", container, "python", "-c", RELEASE, check=False)
-        now = parse_read(docker("exec", container, "python", "-c", READ, check=False) or "{}")
-        if isinstance(now.get("oom_kill"), int) and isinstance(saved["oom_kill"], int) \
-                and now["oom_kill"] >= saved["oom_kill"]:
-            kills = now["oom_kill"] - saved["oom_kill"]
+        kills = _kills_since(container, saved)
     memory, swap = saved["memory"], saved["swap"]
     if memory <= 0:   # docker 20.10 refuses -1 and ignores 0: the host's memory is as good as no limit
         memory = int(docker("info", "--format", "{{.MemTotal}}").strip())

@@ -105,6 +105,11 @@ class Fault:
         """Called once when training starts, before any fault fires: what the fault needs in place
         ahead of its moment (add_node's standby boots here)."""
 
+    def ended(self) -> str | None:
+        """Why the fault's effect is over by itself before its duration_s ran out (a memory squeeze once
+        the kernel OOM-killed): the runner then heals it at once. None: it lasts its duration."""
+        return None
+
     def inject(self) -> float:
         started = time.time()
         self._inject()

@@ -5,6 +5,12 @@ at injection (anonymous and shared memory, which cannot be paged out without swa
 does the squeeze (docker: the container's memory cgroup, chaosbench/cluster/docker_memory.py) and
 counts the OOM kills by the heal; the heal record carries them (`oom_kills`) with the limit, so the
 checks and the diagnosis read from the fault log what the kernel did.
+
+The squeeze ends at the first OOM kill (`ended`), or at duration_s where none comes: the ballast stands
+in for the worker's own growth, which dies with the worker. How long the kernel takes to kill is not
+ours to set: before it kills, it reclaims the node's page cache, and the processes fault their code
+back in (measured 0.2-3.9 s of such thrashing here; more than 7 s on a slower machine), so a fixed
+window either cut the squeeze before the kill or held the restarted worker under it for nothing.
 """
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ from chaosbench.faults.registry import register
 class MemoryPressure(Fault):
     name = "memory_pressure"
     help = ("squeeze a node's memory (mb MiB, or a fraction of what it holds) until the kernel OOM-kills "
-            "its biggest process, a worker; its agent restarts it. Healed by restoring the node's limit")
+            "its biggest process, a worker; its agent restarts it. Healed at that first kill (or at "
+            "duration_s) by restoring the node's limit")
     needs = ("squeeze_memory", "release_memory")
 
     class Params(NodeParams):
@@ -37,6 +44,10 @@ class MemoryPressure(Fault):
     def _inject(self):
         self.target = self.pick_node(self.p.node)
         self.squeezed = self.cluster.squeeze_memory(self.target, self.p.mb, self.p.fraction) or {}
+
+    def ended(self) -> str | None:
+        kills = self.cluster.memory_kills(self.target) if self.injected else None
+        return f"the kernel OOM-killed {kills} process(es) on {self.target}" if kills else None
 
     def heal(self) -> float | None:
         """As Fault.heal, with what the squeeze set and saw (limit_mb, oom_kills, ...) in the record."""

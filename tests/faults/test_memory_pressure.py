@@ -221,6 +221,30 @@ def test_a_restarted_node_has_a_new_cgroup_so_its_count_is_unknown(monkeypatch):
     assert docker_memory.release(c, "node-1")["oom_kills"] is None
 
 
+def test_the_kills_read_while_the_squeeze_holds_end_the_fault(monkeypatch):
+    """memory_kills: the cgroup's count since the squeeze (the runner heals at the first); nothing is
+    known without a squeeze or once the node restarted (a new cgroup counts from zero)."""
+    fake = FakeDocker(kills=(2, 2, 3))
+    monkeypatch.setattr(docker_memory, "docker", fake)
+    c = FakeCluster(incarnations=("a", "a", "a", "b"))
+    assert docker_memory.kills(c, "node-1") is None
+    docker_memory.squeeze(c, "node-1", 300, None)
+    assert docker_memory.kills(c, "node-1") == 0
+    assert docker_memory.kills(c, "node-1") == 1
+    assert docker_memory.kills(c, "node-1") is None and not fake.reads   # restarted: not read
+
+
+def test_the_fault_ends_at_the_first_kill_and_not_before(tmp_path):
+    c = Squeezable(tmp_path, kills=1)
+    f = make_fault("memory_pressure", {"node": "node-1", "mb": 300}, c, tmp_path / "faults.jsonl")
+    seen = iter([None, 0, 1])
+    c.memory_kills = lambda node: next(seen)
+    assert f.ended() is None   # not injected: not asked
+    f.inject()
+    assert f.ended() is None and f.ended() is None
+    assert f.ended() == "the kernel OOM-killed 1 process(es) on node-1"
+
+
 def test_a_fraction_below_dockers_minimum_is_refused(monkeypatch):
     monkeypatch.setattr(docker_memory, "docker", FakeDocker(held_mb=9))
     from chaosbench.cluster.base import ClusterError

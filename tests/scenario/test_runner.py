@@ -1,6 +1,7 @@
 """The runner against a fake cluster: schedule driven by observed steps, files written, exit codes,
 teardown always. (Real clusters are exercised by the chaos tests in tests/scenario/test_e2e.py.)"""
 import json
+import time
 
 import pytest
 
@@ -308,3 +309,55 @@ def test_a_fatal_before_collection_still_fails_no_fatal(tmp_path):
     out, _ = run(tmp_path, data)
     by = {c.name: c for c in out.result.checks}
     assert by["no_fatal"].status == "failed" and "peer closed" in by["no_fatal"].reason
+
+
+class Squeezable(FakeCluster):
+    """memory_pressure on the fake: the kernel 'kills' kill_after_s after the squeeze (None: never)."""
+    supported_faults = FakeCluster.supported_faults | {"squeeze_memory", "release_memory"}
+    kill_after_s: float | None = 0.3
+
+    def squeeze_memory(self, node, limit_mb=None, fraction=None):
+        self.calls.append(f"squeeze_memory {node}")
+        self.squeezed_at = time.time()
+        return {"limit_mb": 100}
+
+    def release_memory(self, node):
+        self.calls.append(f"release_memory {node}")
+        return {"oom_kills": self.memory_kills(node) or 0}
+
+    def memory_kills(self, node):
+        self.calls.append("memory_kills")
+        late = self.kill_after_s is None or time.time() - self.squeezed_at < self.kill_after_s
+        return 0 if late else 1
+
+
+def squeeze_run(tmp_path, kill_after_s, duration_s):
+    data = {**BASE, "faults": [{"at": {"step": 10}, "memory_pressure": {"node": "node-1", "fraction": 0.9},
+                                "duration_s": duration_s}],
+            "expect": {"reaches_step": 40}, "run": {"timeout_s": 60, "stuck_after_s": 30}}
+    made = []
+
+    def factory(backend, spec):
+        made.append(type("K", (Squeezable,), {"kill_after_s": kill_after_s})(spec))
+        return made[0]
+    out = Runner(parse_scenario(data, "fake.yaml"), None,
+                 RunOptions(backend="fake", report_dir=tmp_path, cluster_factory=factory, poll_s=0.02)).run()
+    return out, json.loads((out.run_dir / "harness.json").read_text())
+
+
+def test_a_fault_whose_effect_ended_is_healed_then_not_at_its_duration(tmp_path):
+    """memory_pressure ends at the first OOM kill: healed within a poll or two of it, and the fault
+    check says why it was healed before its 30 s instead of failing it as cut short."""
+    out, harness = squeeze_run(tmp_path, kill_after_s=0.3, duration_s=30)
+    (f,) = out.result.faults
+    assert 0.3 <= f.healed_at - f.injected_at < 5, f.healed_at - f.injected_at
+    assert "OOM-killed 1 process(es) on node-1" in harness["faults_ended"]["f1"]
+    assert f.verdict == "passed" and "ended by itself" in f.reason, f.reason
+    assert out.exit_code == 0 and out.result.duration_s < 20
+
+
+def test_a_fault_that_never_ends_by_itself_lasts_its_duration(tmp_path):
+    out, harness = squeeze_run(tmp_path, kill_after_s=None, duration_s=1.0)
+    (f,) = out.result.faults
+    assert f.healed_at - f.injected_at >= 1.0 and "faults_ended" not in harness
+    assert f.verdict == "passed" and "ended by itself" not in f.reason
