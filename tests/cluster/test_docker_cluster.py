@@ -1,4 +1,5 @@
 """The docker backend end to end: generated compose project, real containers, the reference trainer."""
+import json
 import os
 import signal
 import subprocess
@@ -84,6 +85,11 @@ def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
         wait_for("node-0 gone after its preemption", lambda: cluster.node_status("node-0").startswith("exited"), 30)
     assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
     assert (tmp_path / "logs" / "node-0.log").stat().st_size > 0 and (tmp_path / "exits.json").exists()
+    # every container's log and exit, collected in parallel: the killed node-1 and preempted node-0 as such
+    exits = json.loads((tmp_path / "exits.json").read_text())
+    assert set(exits) == {"etcd", "toxiproxy", "s3", "node-0", "node-1"}, exits
+    assert exits["node-1"]["exit_code"] == 137 and exits["etcd"]["status"] == "running"
+    assert all((tmp_path / "logs" / f"{n}.log").is_file() for n in exits)
     assert not os.path.exists(f"/var/tmp/chaosbench-disks/{project}")
 
 
