@@ -9,7 +9,7 @@ checks and the diagnosis read from the fault log what the kernel did.
 The squeeze ends at the first OOM kill (`ended`), or at duration_s where none comes: the ballast stands
 in for the worker's own growth, which dies with the worker. How long the kernel takes to kill is not
 ours to set: before it kills, it reclaims the node's page cache, and the processes fault their code
-back in (measured 0.2-3.9 s of such thrashing here; more than 7 s on a slower machine), so a fixed
+back in (measured 0.1-3.7 s of such thrashing here; more than 7 s on a slower machine), so a fixed
 window either cut the squeeze before the kill or held the restarted worker under it for nothing.
 """
 from __future__ import annotations
