@@ -243,7 +243,7 @@ class Runner:
                 continue
             try:
                 why = fault.ended()
-            except ClusterError:   # a node gone or a read refused: the fault lasts its duration
+            except (ClusterError, ValueError, OSError):   # a node gone, a read refused or cut: it lasts its duration
                 why = None
             if why:
                 self.harness.setdefault("faults_ended", {})[p.fault_id] = why

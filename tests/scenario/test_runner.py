@@ -323,10 +323,12 @@ class Squeezable(FakeCluster):
 
     def release_memory(self, node):
         self.calls.append(f"release_memory {node}")
-        return {"oom_kills": self.memory_kills(node) or 0}
+        return {"oom_kills": 0 if self.kill_after_s == "garbled" else self.memory_kills(node)}
 
     def memory_kills(self, node):
         self.calls.append("memory_kills")
+        if self.kill_after_s == "garbled":   # the in-node read cut off mid-line
+            raise ValueError("Expecting ',' delimiter: line 1 column 12")
         late = self.kill_after_s is None or time.time() - self.squeezed_at < self.kill_after_s
         return 0 if late else 1
 
@@ -342,13 +344,13 @@ def squeeze_run(tmp_path, kill_after_s, duration_s):
         return made[0]
     out = Runner(parse_scenario(data, "fake.yaml"), None,
                  RunOptions(backend="fake", report_dir=tmp_path, cluster_factory=factory, poll_s=0.02)).run()
-    return out, json.loads((out.run_dir / "harness.json").read_text())
+    return out, json.loads((out.run_dir / "harness.json").read_text()), made[0]
 
 
 def test_a_fault_whose_effect_ended_is_healed_then_not_at_its_duration(tmp_path):
     """memory_pressure ends at the first OOM kill: healed within a poll or two of it, and the fault
     check says why it was healed before its 30 s instead of failing it as cut short."""
-    out, harness = squeeze_run(tmp_path, kill_after_s=0.3, duration_s=30)
+    out, harness, _ = squeeze_run(tmp_path, kill_after_s=0.3, duration_s=30)
     (f,) = out.result.faults
     assert 0.3 <= f.healed_at - f.injected_at < 5, f.healed_at - f.injected_at
     assert "OOM-killed 1 process(es) on node-1" in harness["faults_ended"]["f1"]
@@ -357,7 +359,16 @@ def test_a_fault_whose_effect_ended_is_healed_then_not_at_its_duration(tmp_path)
 
 
 def test_a_fault_that_never_ends_by_itself_lasts_its_duration(tmp_path):
-    out, harness = squeeze_run(tmp_path, kill_after_s=None, duration_s=1.0)
+    out, harness, cluster = squeeze_run(tmp_path, kill_after_s=None, duration_s=1.0)
     (f,) = out.result.faults
     assert f.healed_at - f.injected_at >= 1.0 and "faults_ended" not in harness
     assert f.verdict == "passed" and "ended by itself" not in f.reason
+    assert cluster.calls.count("memory_kills") >= 2   # asked while in place (every 0.5 s), and at the heal
+
+
+def test_a_read_that_fails_leaves_the_fault_to_its_duration_not_the_run_to_an_error(tmp_path):
+    out, harness, cluster = squeeze_run(tmp_path, kill_after_s="garbled", duration_s=1.0)
+    (f,) = out.result.faults
+    assert "memory_kills" in cluster.calls   # asked, and it failed
+    assert out.result.verdict != "error" and f.healed_at - f.injected_at >= 1.0 and "faults_ended" not in harness
+
