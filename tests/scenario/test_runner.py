@@ -18,12 +18,12 @@ BASE = {"name": "fake_loss", "trainer": {"config": None, "command": ["train"]},
         "run": {"timeout_s": 30, "stuck_after_s": 3}}
 
 
-def run(tmp_path, data=None, **fake):
+def run(tmp_path, data=None, cls=FakeCluster, **fake):
     s = parse_scenario(data or BASE, "fake.yaml")
     made = []
 
     def factory(backend, spec):
-        made.append(FakeCluster(spec, **fake))
+        made.append(cls(spec, **fake))
         return made[0]
 
     out = Runner(s, None, RunOptions(backend="fake", report_dir=tmp_path, cluster_factory=factory,
@@ -337,14 +337,8 @@ def squeeze_run(tmp_path, kill_after_s, duration_s):
     data = {**BASE, "faults": [{"at": {"step": 10}, "memory_pressure": {"node": "node-1", "fraction": 0.9},
                                 "duration_s": duration_s}],
             "expect": {"reaches_step": 40}, "run": {"timeout_s": 60, "stuck_after_s": 30}}
-    made = []
-
-    def factory(backend, spec):
-        made.append(type("K", (Squeezable,), {"kill_after_s": kill_after_s})(spec))
-        return made[0]
-    out = Runner(parse_scenario(data, "fake.yaml"), None,
-                 RunOptions(backend="fake", report_dir=tmp_path, cluster_factory=factory, poll_s=0.02)).run()
-    return out, json.loads((out.run_dir / "harness.json").read_text()), made[0]
+    out, cluster = run(tmp_path, data, cls=type("K", (Squeezable,), {"kill_after_s": kill_after_s}))
+    return out, json.loads((out.run_dir / "harness.json").read_text()), cluster
 
 
 def test_a_fault_whose_effect_ended_is_healed_then_not_at_its_duration(tmp_path):
