@@ -110,7 +110,8 @@ def build_base(suite: str = "bookworm") -> str:
 def _installed_fingerprint() -> str:
     """What `pip freeze` would read, cheaply: every install-metadata entry (name-version.dist-info and
     the like, with its mtime) of every directory on this interpreter's path. An install, upgrade,
-    reinstall or removal changes it."""
+    reinstall or removal changes it; a directory without such entries (a checkout or test folder
+    that pytest or a script put on the path) does not count, so writing files there changes nothing."""
     parts: list[str] = [sys.executable]
     for d in sys.path:
         if not d or not os.path.isdir(d):
@@ -118,7 +119,8 @@ def _installed_fingerprint() -> str:
         with os.scandir(d) as it:
             entries = sorted(f"{e.name}:{e.stat().st_mtime_ns}" for e in it
                              if e.name.endswith((".dist-info", ".egg-info", ".egg-link", ".pth")))
-        parts += [d, str(os.stat(d).st_mtime_ns), *entries]
+        if entries:
+            parts += [d, *entries]
     return _sha(*parts)
 
 

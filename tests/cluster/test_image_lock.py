@@ -68,3 +68,16 @@ def test_a_half_written_cache_is_never_read(site):
     images.lock_requirements()
     cached = list((images.CACHE / "locks").iterdir())
     assert [p.suffix for p in cached] == [".txt"]
+
+
+def test_files_written_beside_the_installed_set_change_nothing(site, tmp_path, monkeypatch):
+    """A checkout on the path (pytest puts test folders there) gains files all the time: no new freeze."""
+    pkgs, calls = site
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.setattr(sys, "path", [str(checkout), str(pkgs)])
+    images.lock_requirements()
+    (checkout / "reports").mkdir()
+    (pkgs / "some_module.py").write_text("")
+    images.lock_requirements()
+    assert len(calls) == 1
