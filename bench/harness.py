@@ -8,6 +8,7 @@ from the runner's own messages and the trainer's events, so a speed change shows
     python bench/harness.py --junit reports/chaos-junit.xml         # a chaos suite's own times
     python bench/harness.py --load rep1.json rep2.json              # summarise saved --json runs
     python bench/harness.py scenarios/*.yaml --keep /tmp/runs       # then bench/story_slack.py /tmp/runs
+                                                     # (with --against: /tmp/runs/against and /tmp/runs/this)
 
 Prints one row per run, the median (min-max) of every phase per scenario and code tree, and the
 overhead (wall time minus the first-to-last step span) as a share of the wall time; `--json` for
@@ -100,10 +101,10 @@ def one_run(scenario: str, backend: str, report_dir: Path) -> dict:
 SUITE = ("node_loss", "node_join", "total_failure_restart", "s3_outage", "worker_crash")
 
 
-def run_in(tree: Path, scenario: str, backend: str) -> dict:
-    """One run with `tree`'s code, in its own process (its harness.py --json)."""
+def run_in(tree: Path, scenario: str, backend: str, keep: Path | None = None) -> dict:
+    """One run with `tree`'s code, in its own process (its harness.py --json [--keep KEEP])."""
     out = subprocess.run([sys.executable, str(tree / "bench" / "harness.py"), scenario, "--backend", backend,
-                          "--json"], capture_output=True, text=True, cwd=tree)
+                          "--json", *(["--keep", str(keep)] if keep else [])], capture_output=True, text=True, cwd=tree)
     try:
         row = json.loads(out.stdout[out.stdout.index("["):])[0]
     except (ValueError, IndexError):
@@ -190,9 +191,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cb-harness-bench-") as tmp:
         for _ in range(a.reps):
             for sc in scenarios:
-                if a.against:
-                    rows.append(run_in(a.against.resolve(), sc, a.backend))
-                    rows.append(run_in(ROOT, sc, a.backend))
+                if a.against:   # --keep: each tree's runs in their own folder (KEEP/against, KEEP/this)
+                    rows.append(run_in(a.against.resolve(), sc, a.backend, a.keep and a.keep / "against"))
+                    rows.append(run_in(ROOT, sc, a.backend, a.keep and a.keep / "this"))
                 else:
                     rows.append(one_run(sc, a.backend, a.keep or Path(tmp)))
     if a.json:

@@ -62,3 +62,22 @@ def test_junit_times_slowest_first(harness, tmp_path):
                    '<testcase classname="t.lib" name="b" time="71.0"/><testcase classname="t.lib" name="c"/>'
                    '</testsuite></testsuites>')
     assert harness.junit_times(xml) == [("t.lib::b", 71.0), ("t.lib::a", 35.5), ("t.lib::c", 0.0)]
+
+
+def test_against_with_keep_keeps_each_trees_runs_apart(harness, tmp_path, monkeypatch):
+    """--keep with --against: each tree's child run is told where to keep its run directories."""
+    calls = []
+
+    def fake_run(argv, **kw):
+        calls.append(argv)
+        row = {"scenario": "s", "backend": "docker", "verdict": "passed", "wall_s": 1.0, "overhead_s": 0.5,
+               "overhead_share": 0.5, "phases_s": {}}
+        return type("R", (), {"stdout": json.dumps([row]), "stderr": "", "returncode": 0})()
+    monkeypatch.setattr(harness.subprocess, "run", fake_run)
+    other = tmp_path / "base"
+    monkeypatch.setattr(harness.sys, "argv", ["harness.py", "s.yaml", "--against", str(other),
+                                              "--keep", str(tmp_path / "runs"), "--json"])
+    assert harness.main() == 0
+    keeps = [argv[argv.index("--keep") + 1] for argv in calls]
+    assert keeps == [str(tmp_path / "runs" / "against"), str(tmp_path / "runs" / "this")]
+    assert calls[0][1] == str(other.resolve() / "bench" / "harness.py")
