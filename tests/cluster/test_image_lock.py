@@ -62,8 +62,8 @@ def test_a_reinstall_of_the_same_version_asks_pip_again(site):
     assert len(calls) == 2
 
 
-def test_a_half_written_cache_is_never_read(site):
-    """The cached lock appears whole or not at all (written aside, then renamed)."""
+def test_the_lock_is_written_aside_and_renamed_into_place(site):
+    """Written to a temporary name, then renamed: no temporary file stays behind, only the lock."""
     pkgs, calls = site
     images.lock_requirements()
     cached = list((images.CACHE / "locks").iterdir())
