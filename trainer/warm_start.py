@@ -54,7 +54,9 @@ import time
 import uuid
 
 SOCKET_ENV = "CHAOSBENCH_WARM_SOCKET"
-DEFAULT_PRELOAD = "torch,torch.distributed,torch.nn.parallel,torch._dynamo,trainer.train,boto3"
+# before `;`: imported before the node says ready; after: may finish after it (boto3 is not needed to
+# start a worker, only by its first S3 upload or restore, and the server forks nothing before it is done)
+DEFAULT_PRELOAD = "torch,torch.distributed,torch.nn.parallel,torch._dynamo,trainer.train;boto3"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 MAX_MSG = 1 << 20
 PR_SET_PDEATHSIG = 1
@@ -77,6 +79,15 @@ def _send(sock: socket.socket, obj: dict, fds: list[int] | None = None) -> None:
 
 
 # -- node --------------------------------------------------------------------------------------
+
+def _import_all(modules: str) -> None:
+    import importlib
+    for mod in filter(None, modules.replace(";", ",").split(",")):
+        try:
+            importlib.import_module(mod)
+        except ImportError as exc:            # optional extras (boto3) may be missing: still useful
+            _log(f"preload {mod}: {exc}")
+
 
 def _warm_boto3() -> None:
     """A worker's first S3 client costs 0.1-0.4 s of botocore reading its JSON models, inside the
@@ -234,29 +245,32 @@ class Server:
         self.watchdog = StopWatchdog(stop_kill_after_s)
 
     def preload(self, modules: str, ready: str = "") -> None:
-        """Import `modules`, then create the file `ready` (if given).
+        """Import `modules` (a comma list), then create the file `ready` (if given); modules after a
+        `;` are imported after the file is written, before the first worker is forked.
 
         Why the file: the nodes of a cluster start together on a few shared cores, and an agent that
         joins the first rendezvous while three servers import torch._dynamo can be starved past the
         round's last call (measured: a node 3.5 s late, a first round of 2 of 3 nodes, then a
         restart at 3). A harness that gives the go only when every node is ready gets a first round
-        on a quiet machine; the first worker would wait for this import anyway."""
-        import importlib
+        on a quiet machine; the first worker would wait for this import anyway.
+        Why after it: boto3 and its S3 client (~0.3 CPU s a node) are not needed to rendezvous, so
+        they overlap the agents' first rendezvous instead of holding back the go."""
         t0 = time.monotonic()
-        for mod in filter(None, modules.split(",")):
-            try:
-                importlib.import_module(mod)
-            except ImportError as exc:        # optional extras (boto3) may be missing: still useful
-                _log(f"preload {mod}: {exc}")
-        if "boto3" in sys.modules:
-            _warm_boto3()
-        _log(f"ready: preloaded {modules} in {time.monotonic() - t0:.2f}s")
+        first, _, late = modules.partition(";")
+        _import_all(first)
+        _log(f"ready: preloaded {first} in {time.monotonic() - t0:.2f}s")
         if ready:
             try:
                 with open(ready, "w") as f:
                     f.write(f"{os.getpid()}\n")
             except OSError as exc:            # the harness then waits out its bound: say why
                 _log(f"cannot write the ready file {ready}: {exc}")
+        if late:
+            t1 = time.monotonic()
+            _import_all(late)
+            _log(f"preloaded {late} after ready in {time.monotonic() - t1:.2f}s")
+        if "boto3" in sys.modules:
+            _warm_boto3()
 
     def serve_forever(self) -> None:
         sel = selectors.DefaultSelector()
@@ -515,7 +529,7 @@ def _wait_gone(pid: int) -> None:
     sel.select()
 
 
-USAGE = """usage: python -m trainer.warm_start node [--preload MODS] [--stop-kill-after S] [--go FILE] [--ready FILE] -- LAUNCHER ARGV...
+USAGE = """usage: python -m trainer.warm_start node [--preload MODS[;LATE]] [--stop-kill-after S] [--go FILE] [--ready FILE] -- LAUNCHER ARGV...
        python -m trainer.warm_start serve --fd N [--preload MODS] [--stop-kill-after S] [--ready FILE]   (started by node)
        python -m trainer.warm_start run [--ready-timeout S] [--] PYTHON ARGV...   (e.g. -m trainer.train --config ...)"""
 

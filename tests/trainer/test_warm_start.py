@@ -54,6 +54,28 @@ def test_the_ready_file_appears_when_the_preload_is_done_not_before(tmp_path):
     assert p.returncode == 0 and done.exists(), out
 
 
+def test_modules_after_a_semicolon_load_after_ready_and_before_the_first_fork(tmp_path):
+    """`--preload "json;latemod"`: the node says ready without waiting for latemod (1.5 s here),
+    and a worker forked after the go still finds it imported (the server forks nothing before)."""
+    (tmp_path / "latemod.py").write_text("import time\ntime.sleep(1.5)\n")
+    (tmp_path / "job.py").write_text("import sys\nprint('latemod' in sys.modules, flush=True)\n")
+    go, ready = tmp_path / "go", tmp_path / "ready"
+    launcher = tmp_path / "launcher.sh"
+    launcher.write_text(f"exec {' '.join(WS)} run job.py\n")
+    t0 = time.monotonic()
+    p = subprocess.Popen([*WS, "node", "--preload", "json;latemod", "--go", str(go), "--ready", str(ready), "--",
+                          "bash", str(launcher)], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": f"{REPO}:{tmp_path}"},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    while not ready.exists() and time.monotonic() - t0 < 30:
+        time.sleep(0.02)
+    assert ready.exists() and time.monotonic() - t0 < 1.4, "ready waited for the late module"
+    go.write_text("go")
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 0, out
+    assert "True" in out.split() and "preloaded latemod after ready" in out, out
+
+
 def test_an_unwritable_ready_file_is_logged_and_the_node_still_serves(tmp_path):
     go = tmp_path / "go"
     go.write_text("go")
