@@ -64,6 +64,7 @@ class Worker:
         """Emit `fatal` once and leave at once (peers may be gone, so no collective clean-up)."""
         if not self._exit_lock.acquire(blocking=False):
             return
+        let_publish_finish()   # a save published this instant is logged before the fatal, not lost
         self.events.emit("fatal", {"error": str(exc), "error_type": type(exc).__name__})
         log.error("fatal: %s: %s", type(exc).__name__, exc)
         logging.shutdown()
@@ -99,11 +100,20 @@ class Worker:
 
     def leave(self, reason: str, code: int, fields: dict | None = None) -> None:
         if self._exit_lock.acquire(blocking=False):
+            let_publish_finish()
             self.events.emit("phase", {"phase": "shutdown", "reason": reason, **(fields or {})})
             log.warning("stopping (%s)%s, exiting", reason, f": saved step {fields['saved_step']} to "
                         f"{fields['saved_tiers'] or 'no tier'}" if fields else "")
             sys.stderr.flush()
             os._exit(code)
+
+
+def let_publish_finish(timeout_s: float = 1.0) -> None:
+    """Before os._exit: a checkpoint being renamed into place gets its checkpoint_saved logged first,
+    and none starts after (trainer/checkpoint/local_store.PUBLISHING). Never released: we exit."""
+    store = sys.modules.get("trainer.checkpoint.local_store")   # not imported: nothing was ever saved
+    if store is not None:
+        store.PUBLISHING.acquire(timeout=timeout_s)
 
 
 def train_step(ddp, index, sampler, plan, seq_len, rank, world_size, optimizer, scheduler, device,

@@ -10,7 +10,9 @@ import errno
 import os
 import re
 import shutil
+import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from . import fmt
 from .errors import CheckpointCorrupt, CheckpointSaveError, MemoryLimitExceeded
@@ -30,6 +32,21 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:010d}"
 
 
+# Held from a checkpoint's rename into place until its `checkpoint_saved` is logged (on_published),
+# and taken by the worker's exit paths before os._exit (train.Worker): a published checkpoint never
+# goes unlogged because its writer thread was cut off by a fatal exit a moment after the rename. The
+# harness checks every restore claim against its own inventory at the fault and, where that missed the
+# checkpoint, against a save logged after it (checks/evidence.py); a published-but-unlogged one read
+# as an invented claim (seen once: oom_worker, a snapshot published 60 ms after the inventory while
+# the worker died of its peer's OOM kill).
+PUBLISHING = threading.Lock()
+
+
+def _log_callback_error(step: int, exc: Exception) -> None:
+    import logging
+    logging.getLogger(__name__).warning("step %s published, but logging it failed: %s", step, exc)
+
+
 class LocalStore:
     def __init__(self, tier: str, root: str, keep_last: int, fsync: bool, max_bytes: int | None = None):
         self.tier = tier
@@ -42,7 +59,8 @@ class LocalStore:
         return f"LocalStore({self.tier}, {self.root})"
 
     # ---- write side (one writer per node: local rank 0) ----
-    def save(self, step: int, data: bytes, manifest: dict) -> str:
+    def save(self, step: int, data: bytes, manifest: dict,
+             on_published: Callable[[str], None] | None = None) -> str:
         if self.max_bytes is not None and len(data) > self.max_bytes:
             raise MemoryLimitExceeded(
                 f"snapshot of step {step} is {len(data) / 2**20:.1f} MB but max_memory_mb is "
@@ -57,10 +75,16 @@ class LocalStore:
             self._write(os.path.join(tmp, fmt.STATE_FILE), data)
             self._write(os.path.join(tmp, fmt.MANIFEST_FILE), fmt.encode_manifest(manifest))
             self._sync_dir(tmp)
-            if os.path.exists(final):  # re-save of the same step: move the old one out of the way first
-                self._remove(final)
-            os.rename(tmp, final)
-            self._sync_dir(self.root)
+            with PUBLISHING:                 # only the publish and its log line hold it, never the write
+                if os.path.exists(final):  # re-save of the same step: move the old one out of the way first
+                    self._remove(final)
+                os.rename(tmp, final)
+                self._sync_dir(self.root)
+                if on_published is not None:
+                    try:
+                        on_published(final)
+                    except Exception as e:   # not a failed save: the checkpoint is in place
+                        _log_callback_error(step, e)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
             raise CheckpointSaveError(self.tier, f"write of step {step} to {self.root} failed: "

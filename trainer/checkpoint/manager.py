@@ -106,11 +106,21 @@ class CheckpointManager:
 
     def _write(self, tier: str, snap: Snapshot, attempt: int, raise_errors: bool = False):
         t0 = time.perf_counter()
+        logged: list[str] = []
+
+        def published(where: str) -> None:   # the moment it is in place, not after retention (local_store.PUBLISHING)
+            fields = {"tier": tier, "step": snap.step, "bytes": len(data), "stall_s": round(snap.stall_s, 6),
+                      "total_s": round(snap.stall_s + time.perf_counter() - t0, 6), "path": where,
+                      "checksum": digest}
+            if attempt:
+                fields.update(caught_up=True, attempt=attempt)
+            self._emit("checkpoint_saved", fields)
+            logged.append(where)
         try:
             data, digest = snap.encoded()
             manifest = fmt.make_manifest(snap.step, data, digest, tier=tier, run_id=self.run_id,
                                          node=self.node, rank=self.rank, world_size=self.world_size)
-            where = self.stores[tier].save(snap.step, data, manifest)
+            where = self.stores[tier].save(snap.step, data, manifest, on_published=published)
         except Exception as e:
             err = e if isinstance(e, CheckpointSaveError) else CheckpointSaveError(tier, f"{type(e).__name__}: {e}")
             log.warning("checkpoint save failed (training continues): %s", err)
@@ -119,12 +129,8 @@ class CheckpointManager:
             if raise_errors:
                 raise err from e
             return False
-        fields = {"tier": tier, "step": snap.step, "bytes": len(data), "stall_s": round(snap.stall_s, 6),
-                  "total_s": round(snap.stall_s + time.perf_counter() - t0, 6), "path": where,
-                  "checksum": digest}
-        if attempt:
-            fields.update(caught_up=True, attempt=attempt)
-        self._emit("checkpoint_saved", fields)
+        if not logged:                        # a store that does not call back
+            published(where)
         return where if raise_errors else True
 
     def _on_skip(self, tier: str, snap: Snapshot, reason: str) -> None:

@@ -42,7 +42,7 @@ class S3Store:
     def key(self, step: int, name: str) -> str:
         return f"{self.base}/{step_dir_name(step)}/{name}"
 
-    def save(self, step: int, data: bytes, manifest: dict) -> str:
+    def save(self, step: int, data: bytes, manifest: dict, on_published=None) -> str:
         try:
             self.client.upload_fileobj(io.BytesIO(data), self.bucket, self.key(step, fmt.STATE_FILE),
                                        Config=self.transfer)
@@ -50,6 +50,8 @@ class S3Store:
                                    Body=fmt.encode_manifest(manifest))
         except Exception as e:
             raise CheckpointSaveError("s3", f"upload of step {step} to {self!r} failed: {describe(e)}") from e
+        if on_published is not None:   # logged before retention's listing (local_store.PUBLISHING says why)
+            on_published(f"s3://{self.bucket}/{self.key(step, '')}")
         if self.cfg.keep_last:
             try:
                 for ref in self.list()[self.cfg.keep_last:]:
