@@ -106,7 +106,6 @@ class CheckpointManager:
 
     def _write(self, tier: str, snap: Snapshot, attempt: int, raise_errors: bool = False):
         t0 = time.perf_counter()
-        logged: list[str] = []
 
         def published(where: str) -> None:   # the moment it is in place, not after retention (local_store.PUBLISHING)
             fields = {"tier": tier, "step": snap.step, "bytes": len(data), "stall_s": round(snap.stall_s, 6),
@@ -115,7 +114,6 @@ class CheckpointManager:
             if attempt:
                 fields.update(caught_up=True, attempt=attempt)
             self._emit("checkpoint_saved", fields)
-            logged.append(where)
         try:
             data, digest = snap.encoded()
             manifest = fmt.make_manifest(snap.step, data, digest, tier=tier, run_id=self.run_id,
@@ -129,8 +127,6 @@ class CheckpointManager:
             if raise_errors:
                 raise err from e
             return False
-        if not logged:                        # a store that does not call back
-            published(where)
         return where if raise_errors else True
 
     def _on_skip(self, tier: str, snap: Snapshot, reason: str) -> None:
