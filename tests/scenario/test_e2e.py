@@ -75,7 +75,7 @@ def _events(run_dir: Path) -> list[dict]:
 
 def test_a_dirty_run_leaves_its_successor_a_clean_cluster(tmp_path):
     """Clusters are never reused (docs/harness-speed.md): a run that wrote S3 and NVMe checkpoints,
-    filled a node's NVMe and left a node partitioned hands the next run of the same shape nothing:
+    corrupted one, filled a node's NVMe and left a node partitioned hands the next run of the same shape nothing:
     every rank starts fresh (no tier holds a checkpoint), node-1's NVMe has room, all 3 nodes train."""
     if backend() != "docker":
         pytest.skip("partition and fill_nvme are docker-backend faults here")
@@ -88,7 +88,9 @@ def test_a_dirty_run_leaves_its_successor_a_clean_cluster(tmp_path):
         f"the predecessor wrote no S3 checkpoint: {run_dir}"
     assert any(e["event"] == "checkpoint_failed" and e.get("tier") == "nvme" and e.get("node") == "node-1"
                for e in ev), f"no NVMe save failed on node-1 after the fill ({result['faults']}): {run_dir}"
-    assert [f["type"] for f in result["faults"]] == ["fill_nvme", "partition"], result["faults"]
+    assert [f["type"] for f in result["faults"]] == ["fill_nvme", "corrupt_checkpoint", "partition"], result["faults"]
+    assert all(f["injected_at"] and not f["error"] and f["healed_at"] is None for f in result["faults"]), \
+        f"every fault injected and none healed: {result['faults']}"
 
     proc, run_dir, result = chaosbench_run(ROOT / "tests" / "scenario" / "data" / "clean_successor.yaml", clean)
     assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -96,6 +98,7 @@ def test_a_dirty_run_leaves_its_successor_a_clean_cluster(tmp_path):
     fresh = {e["node"] for e in ev if e["event"] == "checkpoint_fresh_start"}
     assert fresh == {"node-0", "node-1", "node-2"}, "every rank starts with nothing to restore"
     assert not [e for e in ev if e["event"] == "checkpoint_loaded"], "a checkpoint of the predecessor was loaded"
+    assert not [e for e in ev if e["event"] == "checkpoint_invalid"], "the predecessor's corrupted checkpoint was found"
     assert not [e for e in ev if e["event"] == "checkpoint_failed"], "a save failed (a full disk left behind?)"
     saved = {(e.get("node"), e.get("tier")) for e in ev if e["event"] == "checkpoint_saved"}
     assert {("node-1", "nvme"), ("node-2", "nvme")} <= saved and any(t == "s3" for _, t in saved), saved
