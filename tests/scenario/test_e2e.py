@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from chaosbench.observer.tail import read_events
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
@@ -66,13 +68,6 @@ def test_corruption_without_digests_leaves_replicas_agree_not_evaluated_never_pa
     assert '"param_digest"' not in events
 
 
-def _events(run_dir: Path) -> list[dict]:
-    out = []
-    for f in sorted((run_dir / "events").glob("*.jsonl")):
-        out += [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
-    return out
-
-
 def test_a_dirty_run_leaves_its_successor_a_clean_cluster(tmp_path):
     """Clusters are never reused (docs/harness-speed.md): a run that wrote S3 and NVMe checkpoints,
     corrupted one, filled a node's NVMe and left a node partitioned hands the next run of the same shape nothing:
@@ -83,7 +78,7 @@ def test_a_dirty_run_leaves_its_successor_a_clean_cluster(tmp_path):
     dirty.mkdir()
     clean.mkdir()
     proc, run_dir, result = chaosbench_run(ROOT / "tests" / "scenario" / "data" / "dirty_predecessor.yaml", dirty)
-    ev = _events(run_dir)
+    ev = read_events(run_dir / "events")
     assert any(e["event"] == "checkpoint_saved" and e.get("tier") == "s3" for e in ev), \
         f"the predecessor wrote no S3 checkpoint: {run_dir}"
     assert any(e["event"] == "checkpoint_failed" and e.get("tier") == "nvme" and e.get("node") == "node-1"
@@ -94,7 +89,7 @@ def test_a_dirty_run_leaves_its_successor_a_clean_cluster(tmp_path):
 
     proc, run_dir, result = chaosbench_run(ROOT / "tests" / "scenario" / "data" / "clean_successor.yaml", clean)
     assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    ev = _events(run_dir)
+    ev = read_events(run_dir / "events")
     fresh = {e["node"] for e in ev if e["event"] == "checkpoint_fresh_start"}
     assert fresh == {"node-0", "node-1", "node-2"}, "every rank starts with nothing to restore"
     assert not [e for e in ev if e["event"] == "checkpoint_loaded"], "a checkpoint of the predecessor was loaded"
