@@ -28,6 +28,8 @@ SIGTERM stays pending and torchrun escalates to SIGKILL only after its fixed 30 
 node waits in the rendezvous for that agent. So the server also acts as a hang watchdog: a worker
 (its client or its fork) that has held a pending SIGTERM for `--stop-kill-after` seconds (default
 3, env TRAINER_STOP_KILL_AFTER_S) is SIGKILLed, and torchrun sees it gone at once (docs/gray-failures.md).
+A fork that outlives its client by as long is SIGKILLed too: its own client watch is a thread that a
+stopped process cannot run, and a fork in its own session escapes the launcher's process-group kill.
 
 Who may ask: the socket is abstract (no file, so no file permissions), and on the local and Slurm
 backends every process of the host shares its namespace. So the server asks the kernel who connected
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
 import signal
 import socket
@@ -214,16 +217,21 @@ class StopWatchdog:
         self.kill_after_s, self._pending, self._clock = kill_after_s, pending, clock
         self._since: dict[int, float] = {}
 
-    def check(self, workers: dict[int, int]) -> list[int]:
-        """`workers`: fork pid -> client pid. Returns the forks it killed (with their clients)."""
+    def check(self, workers: dict[int, int], client_gone=lambda fork: False) -> list[int]:
+        """`workers`: fork pid -> client pid; `client_gone(fork)`: that fork's client has exited.
+        Returns the forks it killed (with their clients)."""
         now, killed = self._clock(), []
         for fork, client in workers.items():
-            if not (self._pending(fork) or self._pending(client)):
+            if client_gone(fork):
+                why = "outlived its client"
+            elif self._pending(fork) or self._pending(client):
+                why = "ignored SIGTERM"
+            else:
                 self._since.pop(fork, None)
                 continue
             if now - self._since.setdefault(fork, now) < self.kill_after_s:
                 continue
-            _log(f"worker {fork} (client {client}) ignored SIGTERM for {now - self._since.pop(fork):.1f}s "
+            _log(f"worker {fork} (client {client}) {why} for {now - self._since.pop(fork):.1f}s "
                  f"(stopped or hung): SIGKILL")
             for pid in (client, fork):
                 try:
@@ -242,6 +250,7 @@ class Server:
         self.root = os.getppid() if root is None else root   # the launcher (torchrun) that `node` became
         self.children: dict[int, socket.socket] = {}
         self.clients: dict[int, int] = {}                     # fork pid -> its client's pid
+        self.client_fds: dict[int, int] = {}                  # fork pid -> a pidfd of its client
         self.watchdog = StopWatchdog(stop_kill_after_s)
 
     def preload(self, modules: str, ready: str = "") -> None:
@@ -282,7 +291,7 @@ class Server:
                 self._spawn(conn)
             self._reap()
             if time.monotonic() >= next_watch:
-                self.watchdog.check(self.clients)
+                self.watchdog.check(self.clients, self._client_gone)
                 next_watch = time.monotonic() + 0.25
 
     def _spawn(self, conn: socket.socket) -> None:
@@ -316,6 +325,10 @@ class Server:
         self.children[pid] = conn
         self.clients[pid] = peer
         try:
+            self.client_fds[pid] = os.pidfd_open(peer)   # exact even if the pid is reused later
+        except OSError:
+            pass                              # already gone: _client_gone says so
+        try:
             _send(conn, {"pid": pid})
         except OSError:
             pass                              # client gone: the child's pidfd watch ends it
@@ -330,6 +343,8 @@ class Server:
                 return
             conn = self.children.pop(pid, None)
             self.clients.pop(pid, None)
+            if pid in self.client_fds:
+                os.close(self.client_fds.pop(pid))
             if conn is not None:
                 try:
                     _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
@@ -337,10 +352,16 @@ class Server:
                     pass
                 conn.close()
 
+    def _client_gone(self, fork: int) -> bool:
+        fd = self.client_fds.get(fork)
+        return fd is None or bool(select.select([fd], [], [], 0)[0])   # a pidfd reads ready once it exits
+
     def _close_sockets(self, conn: socket.socket) -> None:
         self.listener.close()
         for c in self.children.values():
             c.close()
+        for fd in self.client_fds.values():
+            os.close(fd)
         conn.close()
 
 

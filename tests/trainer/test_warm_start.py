@@ -3,6 +3,7 @@
 The server preloads only `json` here so the tests stay fast; what is forked is the same either way.
 """
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -26,10 +27,22 @@ def _node(tmp_path, launcher: str, timeout=60, env=None):
             time.sleep(float(sys.argv[2]))
         sys.exit(int(sys.argv[2]) if sys.argv[1] == "exit" else 0)
     """))
-    p = subprocess.run([*WS, "node", "--preload", "json", "--", "bash", str(script)], cwd=tmp_path,
-                       env={**os.environ, "PYTHONPATH": str(REPO), "WS": " ".join(WS), "JOB": str(job), **(env or {})},
-                       capture_output=True, text=True, timeout=timeout)
-    return p.returncode, p.stdout + p.stderr
+    p = subprocess.Popen([*WS, "node", "--preload", "json", "--", "bash", str(script)], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "WS": " ".join(WS), "JOB": str(job), **(env or {})},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:         # a stopped client or fork would outlive the test: end them all
+        os.killpg(p.pid, signal.SIGKILL)
+        fork = tmp_path / "w.pid"              # the fork has a session of its own: not in that group
+        if fork.exists() and fork.read_text().strip().isdigit():
+            try:
+                os.kill(int(fork.read_text()), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out, _ = p.communicate(timeout=30)
+        raise AssertionError(f"the node did not finish in {timeout} s:\n{out}") from None
+    return p.returncode, out
 
 
 def test_the_ready_file_appears_when_the_preload_is_done_not_before(tmp_path):
@@ -273,8 +286,13 @@ def test_a_process_outside_the_launcher_tree_is_refused(tmp_path):
 
 
 def test_a_stopped_worker_that_ignores_sigterm_is_killed_after_the_stop_kill_delay(tmp_path):
-    # torchrun's stop of a SIGSTOPped worker: SIGTERM stays pending; torchrun itself would SIGKILL only after 30 s
-    out = _stopped_by_sigkill(tmp_path, "$JOB sleep 60 w.pid", "kill -STOP $c $(cat w.pid)",
+    # torchrun's stop of a SIGSTOPped worker: SIGTERM stays pending; torchrun itself would SIGKILL only after 30 s.
+    # SIGTERM goes only once both are stopped: a SIGSTOP still pending when it arrives lets the lower-numbered
+    # SIGTERM be delivered first (the client's C handler takes it, then the process stops with nothing
+    # pending), a history a real hung worker, frozen seconds before torchrun's stop, never has.
+    out = _stopped_by_sigkill(tmp_path, "$JOB sleep 60 w.pid",
+                              "kill -STOP $c $(cat w.pid)\n"
+                              "for p in $c $(cat w.pid); do until grep -q '^State:.T' /proc/$p/status; do sleep 0.01; done; done",
                               {"TRAINER_STOP_KILL_AFTER_S": "1"})
     assert "ignored SIGTERM" in out, out
 
@@ -296,6 +314,31 @@ def _stopped_by_sigkill(tmp_path, worker: str, before: str, env: dict) -> str:
     took = float(next(line.split()[1] for line in out.splitlines() if line.startswith("took ")))
     assert 0.9 <= took < 5, out
     return out
+
+
+def test_a_stopped_worker_whose_client_was_killed_is_killed_by_the_server(tmp_path):
+    # torchrun's SIGKILL of the client (or a node kill that missed the fork, which has a session of its own):
+    # the fork's client watch is a thread, which a stopped process cannot run
+    rc, out = _node(tmp_path, """
+        $WS run $JOB sleep 60 w.pid & c=$!
+        while [ ! -s w.pid ]; do sleep 0.05; done
+        kill -STOP $(cat w.pid); kill -KILL $c; wait $c
+        for i in $(seq 100); do kill -0 $(cat w.pid) 2>/dev/null || break; sleep 0.1; done
+        kill -0 $(cat w.pid) 2>/dev/null && echo "fork alive" || echo "fork gone"
+    """, env={"TRAINER_STOP_KILL_AFTER_S": "1"})
+    assert "fork gone" in out and "outlived its client" in out, out
+
+
+def test_stop_watchdog_kills_a_fork_that_outlives_its_client_after_the_delay():
+    from trainer.warm_start import StopWatchdog
+    now, gone = [0.0], {11: True}
+    dog = StopWatchdog(3.0, pending=lambda pid: False, clock=lambda: now[0])
+    assert dog.check({11: 21, 12: 22}, gone.get) == []
+    now[0] = 3.0
+    import unittest.mock as mock
+    with mock.patch("trainer.warm_start.os.kill") as kill:
+        assert dog.check({11: 21, 12: 22}, gone.get) == [11]     # 12's client is alive: left alone
+    assert {c.args for c in kill.call_args_list} == {(21, 9), (11, 9)}
 
 
 def test_stop_watchdog_waits_out_the_delay_and_forgets_a_worker_that_ran_again():
