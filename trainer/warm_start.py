@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import selectors
 import signal
 import socket
@@ -244,13 +243,24 @@ class StopWatchdog:
         return killed
 
 
+def _start_time(pid: int) -> str:
+    """/proc/<pid>/stat's start time ("" if the process is gone or a zombie): a pid with its start time
+    names one process even after the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return ""
+    return "" if fields[0] in (b"Z", b"X") else fields[19].decode()
+
+
 class Server:
     def __init__(self, listener: socket.socket, root: int | None = None, stop_kill_after_s: float = 3.0):
         self.listener = listener
         self.root = os.getppid() if root is None else root   # the launcher (torchrun) that `node` became
         self.children: dict[int, socket.socket] = {}
         self.clients: dict[int, int] = {}                     # fork pid -> its client's pid
-        self.client_fds: dict[int, int] = {}                  # fork pid -> a pidfd of its client
+        self.client_starts: dict[int, str] = {}               # fork pid -> its client's start time
         self.watchdog = StopWatchdog(stop_kill_after_s)
 
     def preload(self, modules: str, ready: str = "") -> None:
@@ -324,10 +334,7 @@ class Server:
             os.close(fd)
         self.children[pid] = conn
         self.clients[pid] = peer
-        try:
-            self.client_fds[pid] = os.pidfd_open(peer)   # exact even if the pid is reused later
-        except OSError:
-            pass                              # already gone: _client_gone says so
+        self.client_starts[pid] = _start_time(peer)
         try:
             _send(conn, {"pid": pid})
         except OSError:
@@ -343,8 +350,7 @@ class Server:
                 return
             conn = self.children.pop(pid, None)
             self.clients.pop(pid, None)
-            if pid in self.client_fds:
-                os.close(self.client_fds.pop(pid))
+            self.client_starts.pop(pid, None)
             if conn is not None:
                 try:
                     _send(conn, {"exit": os.waitstatus_to_exitcode(status)})
@@ -353,15 +359,15 @@ class Server:
                 conn.close()
 
     def _client_gone(self, fork: int) -> bool:
-        fd = self.client_fds.get(fork)
-        return fd is None or bool(select.select([fd], [], [], 0)[0])   # a pidfd reads ready once it exits
+        # Not a pidfd: chaosbench's fault scripts find a warm-start fork by the one pidfd it holds (of its
+        # client), and a server holding them too would be taken for a worker and frozen with it.
+        start = _start_time(self.clients[fork])
+        return not start or start != self.client_starts.get(fork)      # gone, a zombie, or its pid reused
 
     def _close_sockets(self, conn: socket.socket) -> None:
         self.listener.close()
         for c in self.children.values():
             c.close()
-        for fd in self.client_fds.values():
-            os.close(fd)
         conn.close()
 
 

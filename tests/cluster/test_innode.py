@@ -95,6 +95,28 @@ def test_a_warm_started_worker_is_found_through_the_pidfd_it_holds_of_its_client
         holder.wait()
 
 
+def test_with_the_real_warm_start_server_a_worker_is_its_client_and_fork_never_the_server(tmp_path):
+    """The server forks every rank's worker and watches their clients: were it found as a worker, a
+    freeze_worker would stop it too, and no stop watchdog or restarted worker would run on that node."""
+    job = tmp_path / "job.py"
+    job.write_text("import os, time\nopen('w.pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    ws = f"{sys.executable} -m trainer.warm_start"
+    script = f"""
+        LOCAL_RANK=0 {ws} run {job} & c=$!
+        while [ ! -s w.pid ]; do sleep 0.05; done
+        echo "client $c fork $(cat w.pid) server $(pgrep -f 'trainer.warm_start serve' -P $$)"
+        {sys.executable} -c "from chaosbench.cluster import innode_procs as p; print('found', *p.workers(0, {{'CB_WS_NODE': 'x'}}))"
+        kill $c; wait $c
+    """
+    out = subprocess.run([sys.executable, "-m", "trainer.warm_start", "node", "--preload", "json", "--", "bash", "-c",
+                          script], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(REPO), "CB_WS_NODE": "x"}).stdout
+    line = next(x for x in out.splitlines() if x.startswith("client ")).split()
+    client, fork, server = int(line[1]), int(line[3]), int(line[5])
+    found = next(x for x in out.splitlines() if x.startswith("found")).split()[1:]
+    assert sorted(map(int, found)) == sorted([client, fork]) and server not in map(int, found), out
+
+
 # -- capabilities derived from code ------------------------------------------------------------------
 class _Bare(Cluster):
     backend = "bare"
