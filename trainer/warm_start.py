@@ -218,7 +218,7 @@ class StopWatchdog:
 
     def check(self, workers: dict[int, int], client_gone=lambda fork: False) -> list[int]:
         """`workers`: fork pid -> client pid; `client_gone(fork)`: that fork's client has exited.
-        Returns the forks it killed (with their clients)."""
+        Returns the forks it killed (with their clients, while those live)."""
         now, killed = self._clock(), []
         for fork, client in workers.items():
             if client_gone(fork):
@@ -232,7 +232,7 @@ class StopWatchdog:
                 continue
             _log(f"worker {fork} (client {client}) {why} for {now - self._since.pop(fork):.1f}s "
                  f"(stopped or hung): SIGKILL")
-            for pid in (client, fork):
+            for pid in ((fork,) if why == "outlived its client" else (client, fork)):   # a gone client's pid may be reused
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:

@@ -338,7 +338,7 @@ def test_stop_watchdog_kills_a_fork_that_outlives_its_client_after_the_delay():
     import unittest.mock as mock
     with mock.patch("trainer.warm_start.os.kill") as kill:
         assert dog.check({11: 21, 12: 22}, gone.get) == [11]     # 12's client is alive: left alone
-    assert {c.args for c in kill.call_args_list} == {(21, 9), (11, 9)}
+    assert [c.args for c in kill.call_args_list] == [(11, 9)]    # not 21: a gone client's pid may be another's now
 
 
 def test_stop_watchdog_waits_out_the_delay_and_forgets_a_worker_that_ran_again():
