@@ -165,10 +165,14 @@ def _torchrun_here(argv: list[str]) -> bool:
 
 # -- serve -------------------------------------------------------------------------------------
 
-def _parent(pid: int) -> int:
-    """ppid from /proc/<pid>/stat (the name field may hold spaces and ')': read after the last ')')."""
+def _stat_fields(pid: int) -> list[bytes]:
+    """/proc/<pid>/stat from the state field on (the name field may hold spaces and ')': read after the last ')')."""
     with open(f"/proc/{pid}/stat", "rb") as f:
-        return int(f.read().rsplit(b")", 1)[1].split()[1])
+        return f.read().rsplit(b")", 1)[1].split()
+
+
+def _parent(pid: int) -> int:
+    return int(_stat_fields(pid)[1])
 
 
 def descends_from(pid: int, root: int) -> bool:
@@ -221,18 +225,16 @@ class StopWatchdog:
         Returns the forks it killed (with their clients, while those live)."""
         now, killed = self._clock(), []
         for fork, client in workers.items():
-            if client_gone(fork):
-                why = "outlived its client"
-            elif self._pending(fork) or self._pending(client):
-                why = "ignored SIGTERM"
-            else:
+            orphan = client_gone(fork)
+            if not (orphan or self._pending(fork) or self._pending(client)):
                 self._since.pop(fork, None)
                 continue
             if now - self._since.setdefault(fork, now) < self.kill_after_s:
                 continue
+            why = "outlived its client" if orphan else "ignored SIGTERM"
             _log(f"worker {fork} (client {client}) {why} for {now - self._since.pop(fork):.1f}s "
                  f"(stopped or hung): SIGKILL")
-            for pid in ((fork,) if why == "outlived its client" else (client, fork)):   # a gone client's pid may be reused
+            for pid in ((fork,) if orphan else (client, fork)):   # a gone client's pid may be another's now
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -247,8 +249,7 @@ def _start_time(pid: int) -> str:
     """/proc/<pid>/stat's start time ("" if the process is gone or a zombie): a pid with its start time
     names one process even after the pid is reused."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
+        fields = _stat_fields(pid)
     except (OSError, IndexError):
         return ""
     return "" if fields[0] in (b"Z", b"X") else fields[19].decode()
