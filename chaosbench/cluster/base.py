@@ -550,7 +550,8 @@ class Cluster(UpDown, abc.ABC):
     @primitive(via="_link_targets")
     def netem_link(self, node: str, spec: dict) -> dict:
         """degrade_link plus delay / jitter / duplicate / corrupt / reorder: by a netem qdisc under our htb
-        class, or where the kernel has no sch_netem by the NFQUEUE handler (netem_mechanism)."""
+        class, or where the kernel has no sch_netem by the NFQUEUE handler (netem_mechanism); keep_order:
+        jitter that keeps the packets' order (a pfifo under netem, a FIFO in the handler)."""
         return self._degrade(node, spec, netem=True)
 
     @primitive(via="_link_targets")
@@ -569,12 +570,13 @@ class Cluster(UpDown, abc.ABC):
         loss, rate, args = spec.get("loss_pct"), spec.get("rate_kbit"), netem_args(spec) if via == "netem" else ""
         mechanism = {**({"loss_pct": "iptables statistic"} if loss else {}),
                      **({"rate_kbit": "htb"} if rate else {}),
-                     **{k: via for k in NETEM_FIELDS if via and spec.get(k)}}
-        queue = nfqueue_link.start(self, node, {k: spec[k] for k in NETEM_FIELDS if spec.get(k)}) \
+                     **{k: via for k in (*NETEM_FIELDS, "keep_order") if via and spec.get(k)}}
+        queue = nfqueue_link.start(self, node, {k: spec[k] for k in (*NETEM_FIELDS, "keep_order") if spec.get(k)}) \
             if via == "nfqueue" else "-"
         try:
             self._run_in_node(node, innode.DEGRADE_LINK, dev, f"{loss / 100:.6f}" if loss else "-",
-                              str(max(1, round(rate))) if rate else "-", args or "-", queue, *targets)
+                              str(max(1, round(rate))) if rate else "-", args or "-",
+                              "fifo" if args and spec.get("keep_order") else "-", queue, *targets)
         except ClusterError:
             if queue != "-":   # the handler runs already: stop it with whatever rules went in
                 self.restore_link(node)

@@ -96,13 +96,14 @@ NFQUEUE = Script("nfqueue", "python", (Path(__file__).with_name("innode_nfqueue.
 NFQUEUE_BOUND = Script("nfqueue_bound", "sh",
                        "awk -v q=\"$1\" '$1 == q {f = 1} END {exit !f}' /proc/net/netfilter/nfnetlink_queue")
 
-# `<dev> <loss probability|-> <rate kbit|-> <netem args|-> <nfqueue|-> <ip[:tcp port]> ...`: drop that share of
-# packets to and from each target (iptables statistic, both ways); shape what the node sends them (htb class +
-# u32 filters), with a netem leaf under that class when netem args are given; with a queue number, send what
+# `<dev> <loss probability|-> <rate kbit|-> <netem args|-> <fifo|-> <nfqueue|-> <ip[:tcp port]> ...`: drop that
+# share of packets to and from each target (iptables statistic, both ways); shape what the node sends them (htb
+# class + u32 filters), with a netem leaf under that class when netem args are given (and under it a pfifo, with
+# `fifo`: jitter that keeps the packets' order, netem's documented way); with a queue number, send what
 # the node sends them (egress only, as netem) to that NFQUEUE, except what the handler sends itself (its mark);
 # --queue-bypass: they pass untouched whenever no handler is bound
 DEGRADE_LINK = Script("degrade_link", "sh", "\n".join([
-    "set -e", 'dev=$1 p=$2 rate=$3 netem=$4 q=$5; shift 5',
+    "set -e", 'dev=$1 p=$2 rate=$3 netem=$4 fifo=$5 q=$6; shift 6',
     'if [ "$p" != - ] || [ "$q" != - ]; then',
     f"  iptables -N {LINK_CHAIN} 2>/dev/null || true",
     f"  iptables -C INPUT -j {LINK_CHAIN} 2>/dev/null || iptables -I INPUT -j {LINK_CHAIN}",
@@ -120,6 +121,7 @@ DEGRADE_LINK = Script("degrade_link", "sh", "\n".join([
     f'  tc class add dev "$dev" parent {LINK_QDISC} classid {LINK_QDISC}1 htb rate 10gbit',
     f'  tc class add dev "$dev" parent {LINK_QDISC} classid {LINK_QDISC}10 htb rate "$r" ceil "$r"',
     f'  [ "$netem" = - ] || tc qdisc add dev "$dev" parent {LINK_QDISC}10 handle 10cb: netem $netem',
+    '  [ "$netem" = - ] || [ "$fifo" = - ] || tc qdisc add dev "$dev" parent 10cb:1 handle 11cb: pfifo limit 10000',
     '  for t in "$@"; do ' + _TARGET + '; m="match ip dst $ip/32"; [ -z "$port" ] || m="$m match ip dport $port 0xffff"',
     f'    tc filter add dev "$dev" parent {LINK_QDISC} protocol ip prio 1 u32 $m flowid {LINK_QDISC}10; done',
     'fi',

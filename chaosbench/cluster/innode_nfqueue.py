@@ -6,6 +6,8 @@ as `python -c <this file> chaosbench-nfqueue <queue> <pidfile> <effects json>`. 
 `-j NFQUEUE` rules send it decides, netem-like:
   delay_ms + jitter_ms  each packet waits delay +- uniform(jitter) ms (independently, so jitter
                         reorders, as netem's tfifo does)
+  keep_order            jitter without reordering: a packet also waits for the one sent before it
+                        (a queue's head-of-line wait, as netem with a pfifo child; a congested switch)
   reorder_pct           that share of packets goes at once, the rest waits the delay (netem's reorder)
   corrupt_pct           one random bit flipped past the IP header (netem flips anywhere; a flipped IP
                         header is re-checksummed by the raw resend below, a transport checksum never
@@ -124,6 +126,7 @@ class Effects:
         self.jitter = (spec.get("jitter_ms") or 0) / 1000
         self.dup, self.corrupt, self.reorder = (float(spec.get(k) or 0) / 100
                                                 for k in ("duplicate_pct", "corrupt_pct", "reorder_pct"))
+        self.keep_order = bool(spec.get("keep_order"))
         self.rng = rng or random.Random()
 
     def wait(self) -> float:
@@ -160,6 +163,7 @@ class Handler:
         self.raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)   # IP_HDRINCL implied
         self.raw.setsockopt(socket.SOL_SOCKET, socket.SO_MARK, MARK)
         self.held: list[tuple[float, int, bytes]] = []   # (due, n, the packet's bytes)
+        self.last_due = 0.0                               # keep_order: nothing leaves before this
         self.n = 0
         self.last_id = 0
         self.out: list[bytes] = []
@@ -195,6 +199,8 @@ class Handler:
             self._hold(now + wait, flipped or payload)
 
     def _hold(self, due: float, payload: bytes) -> None:
+        if self.effects.keep_order:   # FIFO: no packet overtakes one held before it
+            due = self.last_due = max(due, self.last_due)
         self.n += 1
         heapq.heappush(self.held, (due, self.n, payload))
 

@@ -29,6 +29,9 @@ class PacketParams(FaultParams):
     duplicate_pct: float | None = Pct
     corrupt_pct: float | None = Pct
     reorder_pct: float | None = Pct
+    # jitter without reordering: a packet also waits for the one sent before it (a congested switch's
+    # queue); netem's default, and ours, delays each packet independently, so jitter reorders a flow
+    keep_order: bool = False
 
     @model_validator(mode="after")
     def _an_effect(self):
@@ -40,6 +43,9 @@ class PacketParams(FaultParams):
         if (self.jitter_ms or 0) > (self.delay_ms or 0):
             raise ValueError(f"jitter_ms {self.jitter_ms} > delay_ms {self.delay_ms or 0}: a packet cannot leave before "
                              "it was sent, so the spread would not be +-jitter_ms; give delay_ms >= jitter_ms")
+        if self.keep_order and self.reorder_pct:
+            raise ValueError("keep_order and reorder_pct contradict each other: reorder_pct sends some packets "
+                             "ahead of the rest; drop one of them")
         if self.peer is not None and self.peer == self.node:
             raise ValueError(f"peer {self.peer} is the node itself: name another node")
         return self

@@ -81,7 +81,7 @@ class _Sock:
 def _handler(spec, rng=None):
     h = nfq.Handler.__new__(nfq.Handler)
     h.queue, h.effects, h.sock, h.raw = 459, nfq.Effects(spec, rng or random.Random(5)), _Sock(), _Sock()
-    h.held, h.n, h.last_id, h.out = [], 0, 0, []
+    h.held, h.n, h.last_id, h.out, h.last_due = [], 0, 0, [], 0.0
     h.stats = {"packets": 0, "corrupted": 0, "duplicated": 0, "gaps": 0}
     return h
 
@@ -123,6 +123,22 @@ def test_waiting_packets_leave_the_kernel_at_once_and_go_out_by_due_time():
     assert sorted(int.from_bytes(d[20:], "big") for d, _ in h.raw.sent) == list(range(1, 41))   # all, once
 
 
+def test_keep_order_sends_in_arrival_order_none_before_its_own_draw():
+    h = _handler({"delay_ms": 50, "jitter_ms": 40, "keep_order": True})
+    for pid in range(1, 41):
+        h.on_packet(pid, _ip(pid), now=pid * 0.001)
+    dues = [d for d, _, _ in sorted(h.held, key=lambda x: x[1])]   # by arrival
+    assert dues == sorted(dues) and all(d >= pid * 0.001 + 0.010 for pid, d in enumerate(dues, 1))
+    h.release(dues[-1])
+    assert [int.from_bytes(d[20:], "big") for d, _ in h.raw.sent] == list(range(1, 41))   # never overtaken
+    # the same packets without keep_order: some overtake others (netem's independent jitter)
+    h2 = _handler({"delay_ms": 50, "jitter_ms": 40})
+    for pid in range(1, 41):
+        h2.on_packet(pid, _ip(pid), now=pid * 0.001)
+    h2.release(10.0)
+    assert [int.from_bytes(d[20:], "big") for d, _ in h2.raw.sent] != list(range(1, 41))
+
+
 def test_untouched_packets_are_accepted_in_the_kernel_and_lost_ids_let_go():
     h = _handler({})
     for pid in (1, 2, 6):
@@ -158,6 +174,8 @@ def test_nfqueue_rules_are_egress_only_and_skip_the_handlers_copies(tmp_path, mo
     monkeypatch.setattr(nfqueue_link, "start", lambda cl, node, effects: started.append(effects) or "459")
     out = c.netem_link("node-0", {"to": "etcd", "delay_ms": 50, "jitter_ms": 20, "loss_pct": 1})
     assert started == [{"delay_ms": 50, "jitter_ms": 20}]
+    c.netem_link("node-1", {"to": "data", "delay_ms": 50, "jitter_ms": 20, "keep_order": True})
+    assert started[-1] == {"delay_ms": 50, "jitter_ms": 20, "keep_order": True}
     assert out["mechanism"] == {"loss_pct": "iptables statistic", "delay_ms": "nfqueue", "jitter_ms": "nfqueue"}
     calls = c.calls()
     assert ("iptables -A CHAOSBENCH-LINK -d 10.0.0.9 -p tcp --dport 2379 -m mark ! --mark 0x1cb -j NFQUEUE "

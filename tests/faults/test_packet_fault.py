@@ -60,7 +60,8 @@ class ShellCluster(Cluster):
     ({"delay_ms": -5}, "delay_ms"), ({"jitter_ms": -1, "delay_ms": 5}, "jitter_ms"), ({"rate_kbit": 0}, "rate_kbit"),
     ({}, "at least one effect"), ({"loss_pct": 0}, "at least one effect"), ({"to": "dns", "loss_pct": 1}, "to"),
     ({"reorder_pct": 5}, "reorder_pct needs delay_ms"), ({"node": "node-1", "peer": "node-1", "loss_pct": 1}, "itself"),
-    ({"peer": "etcd", "loss_pct": 1}, "peer")])
+    ({"peer": "etcd", "loss_pct": 1}, "peer"),
+    ({"delay_ms": 50, "jitter_ms": 10, "reorder_pct": 5, "keep_order": True}, "contradict")])
 def test_parameters_are_refused(params, field):
     with pytest.raises(ValidationError) as e:
         validate_params("packet_fault", params)
@@ -156,10 +157,20 @@ def test_netem_effects_go_under_our_class_where_the_kernel_has_it(tmp_path):
                                              "netem")
     assert ("tc qdisc add dev eth0 parent 1cb:10 handle 10cb: netem delay 50ms 10ms duplicate 1% corrupt 30% "
             "reorder 5%") in c.calls()
+    assert not any("pfifo" in x for x in c.calls())   # netem's jitter reorders unless asked not to
     # the plain primitive never adds netem, even when asked
     c2 = ShellCluster(tmp_path / "b") if (tmp_path / "b").mkdir() is None else None
     assert c2.degrade_link("node-0", {"loss_pct": 1, "delay_ms": 50})["mechanism"] == {"loss_pct": "iptables statistic"}
     assert not any("netem" in x for x in c2.calls())
+
+
+def test_keep_order_puts_a_pfifo_under_netem(tmp_path):
+    c = ShellCluster(tmp_path)
+    out = c.netem_link("node-0", {"to": "data", "delay_ms": 50, "jitter_ms": 20, "keep_order": True})
+    calls = c.calls()
+    i = calls.index("tc qdisc add dev eth0 parent 1cb:10 handle 10cb: netem delay 50ms 20ms")
+    assert calls[i + 1] == "tc qdisc add dev eth0 parent 10cb:1 handle 11cb: pfifo limit 10000"
+    assert out["mechanism"] == {"delay_ms": "netem", "jitter_ms": "netem", "keep_order": "netem"}
 
 
 def test_restore_removes_chain_and_qdisc_and_verifies(tmp_path):
