@@ -555,17 +555,21 @@ class Cluster(UpDown, abc.ABC):
         return self._degrade(node, spec, netem=True)
 
     @primitive(via="_link_targets")
-    def restore_link(self, node: str) -> None:
-        """Remove our chain and qdisc from the node; fails loudly if any of it is left."""
+    def restore_link(self, node: str) -> dict | None:
+        """Remove our chain and qdisc from the node; fails loudly if any of it is left. Returns {'tcp': what
+        the node's TCP counted since the link was degraded (tcp_during; None: not read)}."""
         self._check_node(node)
+        tcp = tcp_during(self.__dict__.setdefault("_link_tcp", {}).pop(node, None), self._tcp_counters(node))
         self._run_in_node(node, innode.RESTORE_LINK, self._link_targets(node, "data", None)[0])
         nfqueue_link.reap(self, node)
+        return {"tcp": tcp}
 
     def _degrade(self, node: str, spec: dict, netem: bool) -> dict:
         self._check_node(node)
         dev, targets = self._link_targets(node, spec.get("to") or "data", spec.get("peer"))
         if not targets:
             raise ClusterError(f"degrade_link {node}: no address to degrade (to={spec.get('to')}, peer={spec.get('peer')})")
+        before = self._tcp_counters(node)
         via = self.netem_mechanism if netem else None
         loss, rate, args = spec.get("loss_pct"), spec.get("rate_kbit"), netem_args(spec) if via == "netem" else ""
         mechanism = {**({"loss_pct": "iptables statistic"} if loss else {}),
@@ -581,7 +585,18 @@ class Cluster(UpDown, abc.ABC):
             if queue != "-":   # the handler runs already: stop it with whatever rules went in
                 self.restore_link(node)
             raise
-        return {"targets": targets, "mechanism": mechanism}
+        self.__dict__.setdefault("_link_tcp", {})[node] = before
+        return {"targets": targets, "mechanism": mechanism,
+                **({"tcp_congestion_control": before["congestion_control"]} if before and "congestion_control" in before
+                   else {})}
+
+    def _tcp_counters(self, node: str) -> dict | None:
+        """The node's TCP counters ({figure: count}, TCP_FIGURES) and 'congestion_control', read inside it;
+        None where the read fails: the link's degrade and restore record what changed in between."""
+        try:
+            return tcp_counters(self._run_in_node(node, innode.TCP_COUNTERS, timeout=30))
+        except ClusterError:
+            return None
 
     def _disk_tiers_in_node(self, node: str) -> dict[str, str]:
         """tier -> directory of the node's tiers under the disk layer (disk_layer.py), mounted at each start
@@ -652,6 +667,41 @@ def netem_args(spec: dict) -> str:
     out += [f"{word} {spec[k]}%" for k, word in (("duplicate_pct", "duplicate"), ("corrupt_pct", "corrupt"),
                                                  ("reorder_pct", "reorder")) if spec.get(k)]
     return " ".join(out)
+
+
+# what a link fault does to TCP, from /proc/net/snmp (Tcp:) and /proc/net/netstat (TcpExt:)
+TCP_FIGURES = {"OutSegs": "segments_sent", "RetransSegs": "segments_retransmitted",
+               "TCPSACKReorder": "reordering_seen_sack", "TCPTSReorder": "reordering_seen_timestamps",
+               "TCPDSACKRecv": "spurious_retransmits_dsack", "TCPTimeouts": "retransmit_timeouts",
+               "TCPSpuriousRTOs": "spurious_timeouts"}
+
+
+def tcp_counters(text: str) -> dict:
+    """TCP_COUNTERS' output -> {figure: count, 'congestion_control': name}; a counter the kernel lacks is left out."""
+    out: dict = {}
+    lines = text.splitlines()
+    for head, vals in zip(lines, lines[1:]):
+        prefix = head.split(":", 1)[0]
+        if prefix not in ("Tcp", "TcpExt") or not vals.startswith(prefix + ":") or head == vals:
+            continue
+        for name, value in zip(head.split()[1:], vals.split()[1:]):
+            if name in TCP_FIGURES and value.lstrip("-").isdigit():
+                out[TCP_FIGURES[name]] = int(value)
+    cc = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Cc:")), "")
+    if cc:
+        out["congestion_control"] = cc
+    return out
+
+
+def tcp_during(before: dict | None, after: dict | None) -> dict | None:
+    """What changed between two tcp_counters reads (counts that both have), with the congestion control."""
+    if not before or not after:
+        return None
+    out = {k: after[k] - before[k] for k in TCP_FIGURES.values() if isinstance(before.get(k), int)
+           and isinstance(after.get(k), int)}
+    if after.get("congestion_control"):
+        out["congestion_control"] = after["congestion_control"]
+    return out
 
 
 def fault_primitives() -> tuple[str, ...]:

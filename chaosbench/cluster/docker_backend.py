@@ -314,9 +314,10 @@ class DockerCluster(Cluster):
             return "eth0", others + [proxy, ip("etcd"), ip("s3")]
         return "eth0", others if to == "data" else services[to]
 
-    def restore_link(self, node: str) -> None:
+    def restore_link(self, node: str) -> dict | None:
         if self.node_status(node) == "running":   # a restarted container has a fresh network namespace
-            super().restore_link(node)
+            return super().restore_link(node)
+        return None
 
     def _service_action(self, service: str, action: str) -> None:
         if service not in SERVICE_ALIASES:

@@ -131,6 +131,11 @@ DEGRADE_LINK = Script("degrade_link", "sh", "\n".join([
     f'    iptables -A {LINK_CHAIN} $m -m mark ! --mark {NFQUEUE_MARK} -j NFQUEUE --queue-num "$q" --queue-bypass; done',
     'fi']))
 
+# the node's TCP counters (its own network namespace: every TCP socket of the node's processes) and its
+# congestion control (the host's default, which containers inherit): what a packet fault did to TCP
+TCP_COUNTERS = Script("tcp_counters", "sh", 'cat /proc/net/snmp /proc/net/netstat; '
+                                            'echo "Cc: $(cat /proc/sys/net/ipv4/tcp_congestion_control)"')
+
 # `<dev>`: what of ours is on the node (empty: nothing); RESTORE_LINK's check and the tests'
 _HANDLER = (f'pid=$(cat {NFQUEUE_PIDFILE} 2>/dev/null); [ -n "$pid" ] && '
             'tr "\\0" " " < /proc/$pid/cmdline 2>/dev/null | grep -q chaosbench-nfqueue')   # "$pid is our handler"

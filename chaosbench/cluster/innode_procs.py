@@ -10,8 +10,10 @@ Shipped as the source of `python -c` by every backend (innode.PROCS), and import
 A worker is a process torchrun gave LOCAL_RANK (the agent has none) whose environment also holds every
 KEY=VALUE marker naming the node. With the reference trainer's warm start, torchrun's worker is a thin
 client and the training process is forked by a node-local server: the fork's /proc/environ is the
-server's, but it holds a pidfd of its client, which names it. Children of either (data loaders) go
-with them, so "the worker" is the whole subtree a rank's training runs in, never the agent.
+server's, but it holds a pidfd of its client, which names it. A process that holds a pidfd of its own
+descendant is a launcher watching its child (asyncio's pidfd child watcher does so), never a fork: a
+fork is not an ancestor of its client. Children of either (data loaders) go with them, so "the worker"
+is the whole subtree a rank's training runs in, never the agent.
 """
 from __future__ import annotations
 
@@ -62,6 +64,16 @@ def pidfd_targets(pid: int) -> set[int]:
     return out
 
 
+def ancestors(pids_: set[int]) -> set[int]:
+    out: set[int] = set()
+    for pid in pids_:
+        up = parent(pid)
+        while up > 1 and up not in out:
+            out.add(up)
+            up = parent(up)
+    return out
+
+
 def subtree(roots: set[int], everyone: list[int]) -> set[int]:
     found, parents = set(roots), {p: parent(p) for p in everyone}
     grew = True
@@ -88,7 +100,8 @@ def workers(local_rank: int, markers: dict[str, str]) -> list[int]:
     want = {b"LOCAL_RANK": str(local_rank).encode(), **{k.encode(): v.encode() for k, v in markers.items()}}
     everyone = pids()
     roots = marked(want, everyone)
-    roots |= {p for p in everyone if p not in roots and pidfd_targets(p) & roots}   # warm-start forks
+    holders = {p for p in everyone if p not in roots and pidfd_targets(p) & roots}
+    roots |= holders - ancestors(roots)   # warm-start forks; a launcher watching its own child is not one
     return sorted(subtree(roots, everyone))
 
 

@@ -6,6 +6,7 @@ rate, netem for the rest where the kernel has sch_netem, else the in-node NFQUEU
 as netem does): a round trip to a target is longer by one delay; loss drops both ways."""
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -75,13 +76,20 @@ class PacketFault(Fault):
         self.applied = do(self.node, spec) or {}
 
     def inject(self) -> float:
-        """The record's params carry what the node used: {'mechanism': {effect: mechanism}, 'targets': [...]}."""
-        import time
+        """The record's params carry what the node used: {'mechanism': {effect: mechanism}, 'targets': [...],
+        'tcp_congestion_control': the node's, where it could be read}."""
         started = time.time()
         self._inject()
         self.injected = True
         return self.ctx.log.record(self.id, self.name, "inject", self.target,
                                    {**self.p.model_dump(), **self.applied}, started)
 
-    def _heal(self):
-        self.cluster.restore_link(self.node)
+    def heal(self) -> float | None:
+        """As Fault.heal; the record's params carry `tcp`: what the node's TCP counted from the injection
+        to the heal (segments sent and retransmitted, reordering seen, spurious retransmits; None: unread)."""
+        if not self.injected:
+            return None
+        started = time.time()
+        seen = self.cluster.restore_link(self.node) or {}
+        self.injected = False
+        return self.ctx.log.record(self.id, self.name, "heal", self.target, {**self.p.model_dump(), **seen}, started)

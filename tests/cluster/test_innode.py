@@ -21,6 +21,8 @@ env = {**os.environ, 'LOCAL_RANK': sys.argv[1]}
 child = subprocess.Popen([sys.executable, '-c', 'import time; print(1, flush=True); time.sleep(120)'], env=env,
                          stdout=subprocess.PIPE)
 child.stdout.readline()   # it runs with its own environment (before exec, /proc shows the parent's)
+if sys.argv[2:] == ['pidfd']:   # a launcher that watches its child through a pidfd (asyncio's watcher does)
+    fd = os.pidfd_open(child.pid)
 print(child.pid, flush=True)
 time.sleep(120)
 """
@@ -42,8 +44,8 @@ def agent_tree():
     """(agent pid, worker pid) of a real two-process tree carrying node markers."""
     procs = []
 
-    def spawn(markers: dict[str, str], local_rank: int = 0):
-        agent = subprocess.Popen([sys.executable, "-c", AGENT, str(local_rank)], stdout=subprocess.PIPE,
+    def spawn(markers: dict[str, str], local_rank: int = 0, *extra: str):
+        agent = subprocess.Popen([sys.executable, "-c", AGENT, str(local_rank), *extra], stdout=subprocess.PIPE,
                                  env={**os.environ, **markers}, start_new_session=True)
         procs.append(agent)
         return agent.pid, int(agent.stdout.readline())
@@ -93,6 +95,14 @@ def test_a_warm_started_worker_is_found_through_the_pidfd_it_holds_of_its_client
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_launcher_that_holds_a_pidfd_of_its_own_worker_is_not_a_worker(agent_tree):
+    """The pidfd names a warm-start fork only when its holder is not an ancestor of the worker: a launcher
+    on asyncio's pidfd child watcher holds one of each child, and freezing it would freeze the agent."""
+    agent, worker = agent_tree({"CB_TEST_NODE": "asyncio"}, 0, "pidfd")
+    assert worker in innode_procs.pidfd_targets(agent)
+    assert innode_procs.workers(0, {"CB_TEST_NODE": "asyncio"}) == [worker]
 
 
 def test_with_the_real_warm_start_server_a_worker_is_its_client_and_fork_never_the_server(tmp_path):

@@ -122,7 +122,9 @@ def test_the_local_backend_refuses_with_the_reason(tmp_path):
 def test_loss_is_an_iptables_statistic_drop_both_ways_in_our_own_chain(tmp_path):
     c = ShellCluster(tmp_path)
     out = c.degrade_link("node-0", {"to": "data", "loss_pct": 2})
-    assert out == {"targets": ["10.0.0.2", "10.0.0.3"], "mechanism": {"loss_pct": "iptables statistic"}}
+    cc = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()   # the stand-in node is this host
+    assert out == {"targets": ["10.0.0.2", "10.0.0.3"], "mechanism": {"loss_pct": "iptables statistic"},
+                   "tcp_congestion_control": cc}
     calls = c.calls()
     drops = [x for x in calls if x.startswith("iptables -A CHAOSBENCH-LINK")]
     for ip in ("10.0.0.2", "10.0.0.3"):
@@ -171,6 +173,38 @@ def test_keep_order_puts_a_pfifo_under_netem(tmp_path):
     i = calls.index("tc qdisc add dev eth0 parent 1cb:10 handle 10cb: netem delay 50ms 20ms")
     assert calls[i + 1] == "tc qdisc add dev eth0 parent 10cb:1 handle 11cb: pfifo limit 10000"
     assert out["mechanism"] == {"delay_ms": "netem", "jitter_ms": "netem", "keep_order": "netem"}
+
+
+SNMP = """Ip: Forwarding DefaultTTL
+Ip: 1 64
+Tcp: RtoAlgorithm ActiveOpens OutSegs RetransSegs InErrs
+Tcp: 1 7 {out} {retrans} 0
+TcpExt: SyncookiesSent TCPSACKReorder TCPTSReorder TCPDSACKRecv TCPTimeouts
+TcpExt: 0 {sack} 1 {dsack} 2
+Cc: bbr
+"""
+
+
+def test_tcp_counters_read_the_kernels_tables_and_the_difference_names_what_the_fault_did(tmp_path):
+    from chaosbench.cluster.base import tcp_counters, tcp_during
+    before = tcp_counters(SNMP.format(out=1000, retrans=3, sack=0, dsack=1))
+    assert before == {"segments_sent": 1000, "segments_retransmitted": 3, "reordering_seen_sack": 0,
+                      "reordering_seen_timestamps": 1, "spurious_retransmits_dsack": 1, "retransmit_timeouts": 2,
+                      "congestion_control": "bbr"}   # TCPSpuriousRTOs: not in this kernel's table, left out
+    after = tcp_counters(SNMP.format(out=5000, retrans=403, sack=57, dsack=301))
+    assert tcp_during(before, after) == {"segments_sent": 4000, "segments_retransmitted": 400,
+                                         "reordering_seen_sack": 57, "reordering_seen_timestamps": 0,
+                                         "spurious_retransmits_dsack": 300, "retransmit_timeouts": 0,
+                                         "congestion_control": "bbr"}
+    assert tcp_during(None, after) is None and tcp_during(before, None) is None   # unread: unknown, not zero
+
+
+def test_restore_returns_what_the_nodes_tcp_counted_since_the_degrade(tmp_path):
+    c = ShellCluster(tmp_path, TC_SHOW="")
+    c.degrade_link("node-0", {"to": "data", "loss_pct": 2})
+    tcp = c.restore_link("node-0")["tcp"]   # the stand-in node is this host: its own counters
+    assert tcp["segments_sent"] >= 0 and tcp["segments_retransmitted"] >= 0 and tcp["congestion_control"]
+    assert c.restore_link("node-0") == {"tcp": None}   # a restore without a degrade before it: nothing to compare
 
 
 def test_restore_removes_chain_and_qdisc_and_verifies(tmp_path):
