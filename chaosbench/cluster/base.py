@@ -694,11 +694,14 @@ def tcp_counters(text: str) -> dict:
 
 
 def tcp_during(before: dict | None, after: dict | None) -> dict | None:
-    """What changed between two tcp_counters reads (counts that both have), with the congestion control."""
+    """What changed between two tcp_counters reads (counts that both have), with the congestion control;
+    None where either read is missing or a count went down (the node restarted: a fresh namespace)."""
     if not before or not after:
         return None
     out = {k: after[k] - before[k] for k in TCP_FIGURES.values() if isinstance(before.get(k), int)
            and isinstance(after.get(k), int)}
+    if any(v < 0 for v in out.values()):
+        return None
     if after.get("congestion_control"):
         out["congestion_control"] = after["congestion_control"]
     return out

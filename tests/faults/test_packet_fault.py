@@ -197,6 +197,7 @@ def test_tcp_counters_read_the_kernels_tables_and_the_difference_names_what_the_
                                          "spurious_retransmits_dsack": 300, "retransmit_timeouts": 0,
                                          "congestion_control": "bbr"}
     assert tcp_during(None, after) is None and tcp_during(before, None) is None   # unread: unknown, not zero
+    assert tcp_during(after, before) is None   # counts that went down: the node restarted, its namespace is new
 
 
 def test_restore_returns_what_the_nodes_tcp_counted_since_the_degrade(tmp_path):
