@@ -99,10 +99,18 @@ PACKET_MECHANISMS = {"iptables statistic": ("NETFILTER_XT_MATCH_STATISTIC",), "t
                      "nfqueue": ("NETFILTER_NETLINK_QUEUE", "NETFILTER_XT_TARGET_NFQUEUE")}
 
 
-def packet_check(t: Target, config: str | None = None) -> CheckResult:
+def congestion_control() -> str | None:
+    try:
+        return open("/proc/sys/net/ipv4/tcp_congestion_control").read().strip() or None
+    except OSError:
+        return None
+
+
+def packet_check(t: Target, config: str | None = None, cc: str | None = None) -> CheckResult:
     """Which of packet_fault's mechanisms this kernel offers (docker nodes share it): loss by iptables
     statistic, rate by htb, delay / jitter / duplicate / corrupt / reorder by netem, else by the in-node
-    NFQUEUE handler (cluster/innode_nfqueue.py)."""
+    NFQUEUE handler (cluster/innode_nfqueue.py); and the TCP congestion control docker nodes inherit
+    (what reordering jitter costs depends on it)."""
     import gzip
     if config is None:
         try:
@@ -120,4 +128,7 @@ def packet_check(t: Target, config: str | None = None) -> CheckResult:
         return CheckResult("packet faults", Status.PASS, evidence + " (loss_pct and rate_kbit work here; delay, jitter, "
                            "duplicate, corrupt and reorder need sch_netem or NFQUEUE and are refused up front)")
     via = "netem" if have["netem"] else "the NFQUEUE handler (no sch_netem)"
-    return CheckResult("packet faults", Status.PASS, f"{evidence} (delay, jitter, duplicate, corrupt, reorder by {via})")
+    cc = cc or congestion_control()
+    return CheckResult("packet faults", Status.PASS, f"{evidence} (delay, jitter, duplicate, corrupt, reorder by {via})"
+                       + (f"; TCP congestion control {cc}: docker nodes inherit it, and what jitter that reorders "
+                          "costs depends on it (keep_order keeps the order; docs/below-the-process.md)" if cc else ""))

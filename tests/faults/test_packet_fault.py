@@ -262,7 +262,8 @@ def test_doctor_says_which_packet_mechanisms_the_kernel_offers():
     nfq = here + "CONFIG_NETFILTER_NETLINK_QUEUE=y\nCONFIG_NETFILTER_XT_TARGET_NFQUEUE=m\n"
     r = packet_check(None, nfq)
     assert r.status == Status.PASS and "nfqueue: yes" in r.evidence and "by the NFQUEUE handler" in r.evidence
-    r = packet_check(None, here.replace("# CONFIG_NET_SCH_NETEM is not set", "CONFIG_NET_SCH_NETEM=m"))
+    r = packet_check(None, here.replace("# CONFIG_NET_SCH_NETEM is not set", "CONFIG_NET_SCH_NETEM=m"), cc="bbr")
     assert "netem: yes" in r.evidence and "refused" not in r.evidence and "reorder by netem" in r.evidence
+    assert "TCP congestion control bbr" in r.evidence and "keep_order" in r.evidence
     r = packet_check(None, here.replace("CONFIG_NET_CLS_U32=y", ""))
     assert r.status == Status.WARN and "htb + u32: no" in r.evidence
