@@ -11,7 +11,15 @@ from chaosbench.cluster.owner import OWNER_ENV
 
 from .leftovers import left_behind
 
-SLEEP = [sys.executable, "-c", "import time; time.sleep(60)"]
+SLEEP = [sys.executable, "-c", "import time; print(1, flush=True); time.sleep(60)"]
+
+
+def _started(**kw) -> subprocess.Popen:
+    """A stand-in that has finished its exec: Popen may return while the kernel is still setting up the
+    new image, and /proc then shows an empty cmdline and environ (the finder would miss it, rightly)."""
+    p = subprocess.Popen(stdout=subprocess.PIPE, **kw)
+    p.stdout.readline()
+    return p
 
 
 def test_finds_srun_clients_by_job_id_services_by_path_and_children_by_owner(tmp_path):
@@ -20,12 +28,11 @@ def test_finds_srun_clients_by_job_id_services_by_path_and_children_by_owner(tmp
     (run / "slurm.json").write_text(json.dumps({"job_id": "4242"}))
     harness = 999_999   # no such process: only the token's form matters
     procs = {
-        "srun": subprocess.Popen(SLEEP + ["docker", "exec", "-i", "ctl", "srun", "--jobid=4242", "--overlap"]),
-        "service": subprocess.Popen(SLEEP + [f"--data-dir={run}/nodes/etcd-data"]),
-        "owned": subprocess.Popen(SLEEP, env={**os.environ,
-                                               OWNER_ENV: f"{socket.gethostname()}:{harness}:12345"}),
-        "other job": subprocess.Popen(SLEEP + ["srun", "--jobid=42421"]),
-        "other owner": subprocess.Popen(SLEEP, env={**os.environ, OWNER_ENV: f"{socket.gethostname()}:{harness}1:1"}),
+        "srun": _started(args=SLEEP + ["docker", "exec", "-i", "ctl", "srun", "--jobid=4242", "--overlap"]),
+        "service": _started(args=SLEEP + [f"--data-dir={run}/nodes/etcd-data"]),
+        "owned": _started(args=SLEEP, env={**os.environ, OWNER_ENV: f"{socket.gethostname()}:{harness}:12345"}),
+        "other job": _started(args=SLEEP + ["srun", "--jobid=42421"]),
+        "other owner": _started(args=SLEEP, env={**os.environ, OWNER_ENV: f"{socket.gethostname()}:{harness}1:1"}),
     }
     try:
         found = {line.split(":", 1)[0] for line in left_behind(tmp_path / "reports", harness)}
