@@ -37,6 +37,17 @@ backends every process of the host shares its namespace. So the server asks the 
 started by (torchrun's workers, and their children); anything else is refused and logged, before a
 byte of its request is read. The client's `pid` field must be the connecting process.
 
+Whom the client tells: the name is no secret (any process of the network namespace reads bound
+abstract names in /proc/net/unix) and, once the server is gone (the OOM killer, a fault), anyone may
+bind it. So the client sends nothing (argv, its environment with the S3 secret, its stdio) until the
+kernel's record of who listens on the name (SO_PEERCRED: the process that called listen()) says it
+is the node launcher: our uid, and the pid and /proc start time the launcher put in
+$CHAOSBENCH_WARM_SERVER before starting anything. Only the launcher and its descendants carry that
+environment and a process cannot fake SO_PEERCRED, so a process of another uid cannot pass the
+check, whether it guessed the name, read it, or bound it before or after the server. (A process of
+our own uid could read our memory anyway: not a boundary this check draws.) Anything else: the
+worker starts cold, and says why.
+
 Costs and limits (docs/recovery.md): one extra idle process per node holding torch (its pages are
 shared copy-on-write with the workers); the server must never initialise CUDA (it does not: only
 imports), and environment variables a library reads at *import* time come from the node, not from
@@ -56,6 +67,7 @@ import time
 import uuid
 
 SOCKET_ENV = "CHAOSBENCH_WARM_SOCKET"
+SERVER_ENV = "CHAOSBENCH_WARM_SERVER"     # "<pid>:<start time>" of the process that listens (the node launcher)
 # before `;`: imported before the node says ready; after: may finish after it (boto3 is not needed to
 # start a worker, only by its first S3 upload or restore, and the server forks nothing before it is done)
 DEFAULT_PRELOAD = "torch,torch.distributed,torch.nn.parallel,torch._dynamo,trainer.train;boto3"
@@ -119,6 +131,7 @@ def node(argv: list[str], preload: str, stop_kill_after: str, go: str = "", read
     listener.bind(_address(name))
     listener.listen(64)                       # workers may queue while the server imports torch
     os.environ[SOCKET_ENV] = name
+    os.environ[SERVER_ENV] = f"{os.getpid()}:{_start_time(os.getpid())}"   # who called listen(): see run()
     in_process = bool(go) and _torchrun_here(argv)
     parent = os.getpid()
     sys.stdout.flush(); sys.stderr.flush()
@@ -476,13 +489,33 @@ def cold_start(argv: list[str], why: str) -> None:
     os.execv(sys.executable, [sys.executable, *argv])
 
 
+def server_problem(sock: socket.socket, expected: str) -> str | None:
+    """Why the process listening on the connected name is not this node's warm server (None: it is).
+    `expected`: $CHAOSBENCH_WARM_SERVER, "<pid>:<start time>" of the launcher that called listen()."""
+    pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    if uid != os.getuid():
+        return f"it is held by pid {pid} of uid {uid}, not of uid {os.getuid()}"
+    want_pid, _, want_start = expected.partition(":")
+    if pid != int(want_pid) or _start_time(pid) != want_start:   # a reused pid has another start time
+        return f"it is held by pid {pid}, not by this node's launcher (pid {want_pid}, started at {want_start})"
+    return None
+
+
 def run(argv: list[str], ready_timeout: float) -> None:
     name = os.environ.get(SOCKET_ENV)
     if not name:
         cold_start(argv, f"${SOCKET_ENV} is not set (node not started by `warm_start node`)")
+    expected = os.environ.get(SERVER_ENV, "")
+    if not expected.partition(":")[0].isdigit():
+        cold_start(argv, f"${SERVER_ENV} is not set, so the server on {name!r} cannot be told from another "
+                         f"process holding the name (node not started by `warm_start node`?)")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
         sock.connect(_address(name))
+        why = server_problem(sock, expected)
+        if why:                                # nothing sent: not argv, not our env, not our stdio
+            sock.close()
+            cold_start(argv, f"the socket {name!r} is not this node's warm server ({why}); nothing was sent to it")
         _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "pid": os.getpid()}, [0, 1, 2])
         sock.settimeout(ready_timeout)         # the server may still be importing torch
         reply = sock.recv(MAX_MSG)
