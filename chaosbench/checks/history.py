@@ -157,25 +157,10 @@ class History:
         return out
 
     def rounds(self) -> dict[Incarnation, int]:
-        """Each worker process's rendezvous round (0, 1, ...): the processes that trained together.
-        restart_count cannot say it (a replacement node's agent counts from 0 while its peers are at 1),
-        so a process joins the current round when it started before any of the round's processes
-        ended, and opens the next round otherwise (a rank hung since the last round does not hold it open:
-        the round's first end counts)."""
-        spans: dict[Incarnation, list[float]] = {}
-        keys = self._incarnation_keys()
-        for ev in self.events:
-            span = spans.setdefault(keys[id(ev)], [ev["ts"], ev["ts"]])
-            span[0], span[1] = min(span[0], ev["ts"]), max(span[1], ev["ts"])
-        out: dict[Incarnation, int] = {}
-        n, first_end = -1, None
-        for inc, (start, end) in sorted(spans.items(), key=lambda kv: kv[1][0]):
-            if first_end is None or start > first_end:
-                n, first_end = n + 1, end
-            else:
-                first_end = min(first_end, end)
-            out[inc] = n
-        return out
+        """Each worker process's rendezvous round (0, 1, ...): the processes that trained together,
+        as the run's lineage defines them (checks/lineage.py)."""
+        from chaosbench.checks.lineage import lineage
+        return {i.key: i.round for i in lineage(self).incarnations}
 
     @property
     def observed_only(self) -> bool:

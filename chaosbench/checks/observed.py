@@ -18,6 +18,7 @@ The tier of a restore is never guessed: it stays unknown (the check says which e
 from __future__ import annotations
 
 from chaosbench.checks.history import History
+from chaosbench.checks.lineage import recovery_round
 from chaosbench.checks.recovery import split_phases
 from chaosbench.result import Recovery
 
@@ -73,7 +74,9 @@ def complete_from_observation(h: History, recs: list[Recovery]) -> None:
         if rec.first_step_at is None:
             continue
         t0 = rec.injected_at
-        round_ = [inc for inc, ts in starts.items() if t0 <= ts <= rec.first_step_at]
+        nxt = [f.injected_at for f in h.faults if f.injected_at > t0]
+        _, members, dead = recovery_round(h, t0, min(nxt, default=float("inf")))
+        round_ = [i.key for i in members + dead]
         events = [e for inc in round_ for e in groups[inc]]
         if all(e.get("observed") for e in events):
             _ranks_from_watcher(h, rec, round_, groups)

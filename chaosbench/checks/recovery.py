@@ -26,6 +26,7 @@ first_step_s are both None.
 from __future__ import annotations
 
 from chaosbench.checks.history import FaultWindow, History, Incarnation
+from chaosbench.checks.lineage import recovery_round
 from chaosbench.result import Recovery
 
 DETECTION_EVENTS = ("health_check_failed", "fatal")
@@ -81,7 +82,8 @@ def _ms(a: float, b: float) -> int:
 
 def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, groups) -> Recovery | None:
     t0 = fw.injected_at
-    new = [inc for inc, ts in starts.items() if t0 <= ts < end]
+    started, members, dead = recovery_round(h, t0, end)
+    new = [i.key for i in started]
     if not new:
         return None
     old = [inc for inc, ts in starts.items() if ts < t0]
@@ -91,16 +93,15 @@ def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, gro
     rec = Recovery(fault_id=fw.id, injected_at=t0, step_before_fault=step_before,
                    world_size_before=last_old.get("world_size") if last_old else None,
                    detected_at=_detected_at(h, fw, floor, old, groups))
-    first_step = {inc: min((e for e in groups[inc] if e.get("event") == "step"), key=lambda e: e["ts"])
-                  for inc in new if any(e.get("event") == "step" for e in groups[inc])}
-    if not first_step:
+    if not members:
         rec.failed_restarts = len(new)
         return rec   # restarted but never trained again: every later field stays unknown (null)
+    # The round (lineage.recovery_round): the first round that trained after the fault. Later ones
+    # are the next restart round (a healed node rejoining), not this recovery.
+    first_step = {i.key: i.steps[0] for i in members}
     first = min(first_step.values(), key=lambda e: e["ts"])
-    # The round: every incarnation that trained and had started by the first step. Later ones are
-    # the next restart round (a healed node rejoining), not this recovery.
-    round_ = [inc for inc in first_step if starts[inc] <= first["ts"]]
-    rec.failed_restarts = sum(1 for inc in new if inc not in first_step and starts[inc] <= first["ts"])
+    round_ = list(first_step)
+    rec.failed_restarts = len(dead)
     rec.rendezvous_done_at = min(starts[inc] for inc in round_)
     rec.first_step_at = first["ts"]
     rec.world_size_after = first.get("world_size")
