@@ -91,6 +91,33 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("randomised trials")
         for line in lines:
             terminalreporter.write_line(line)
+    _mutation_summary(terminalreporter)
+
+
+def _mutation_summary(terminalreporter):
+    """The mutation suite (tests/mutation) records each (operator, run) outcome as the `mutation`
+    property: one line sums up what ran, then the survivors by operator."""
+    import json
+    props = [(k, json.loads(v)) for key in ("passed", "failed", "skipped") for r in terminalreporter.stats.get(key, [])
+             if r.when == "call" for k, v in r.user_properties if k in ("mutation", "mutation_composed")]
+    rows = [v for k, v in props if k == "mutation"]
+    if not rows:
+        return
+    count = {o: sum(r["outcome"] == o for r in rows) for o in ("killed", "n/a", "survivor", "crashed")}
+    line = (f"mutation: {len({r['operator'] for r in rows})} operators x {len({r['run'] for r in rows})} runs = "
+            f"{len(rows)} pairs, {count['killed']} killed, {count['n/a']} not applicable, "
+            f"{count['survivor']} survivors" + (f", {count['crashed']} crashed" if count["crashed"] else ""))
+    terminalreporter.section("mutation suite")
+    terminalreporter.write_line(line)
+    for v in (v for k, v in props if k == "mutation_composed"):
+        terminalreporter.write_line(f"mutation, composed: {v['judged']} histories judged, {v['survivors']} survivors"
+                                    + (f", {v['crashed']} crashed" if v["crashed"] else ""))
+    by_op: dict[str, list[str]] = {}
+    for r in rows:
+        if r["outcome"] in ("survivor", "crashed"):
+            by_op.setdefault(r["operator"], []).append(r["run"] + (" (crashed)" if r["outcome"] == "crashed" else ""))
+    for op, runs in sorted(by_op.items()):
+        terminalreporter.write_line(f"  {op}: {', '.join(sorted(runs))}")
 
 
 def pytest_runtest_setup(item):
