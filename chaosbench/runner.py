@@ -19,6 +19,7 @@ from typing import Callable
 
 from chaosbench.checks import evaluate
 from chaosbench.checks.history import History
+from chaosbench.checks.record import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from chaosbench.checks.registry import pending_count
 from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
 from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
@@ -81,7 +82,8 @@ class Runner:
         self.progress = Progress(checks_pending=pending_count(scenario.expect),
                                  stretch=Stretch() if scenario.expect.trains_after_settle else None)
         self.records: dict[str, FaultRecord] = {}
-        self.harness: dict = {}          # harness.json: what the runner planned and saw, for the checks
+        # harness.json: what the runner planned and saw, for the checks; versioned (checks/record.py)
+        self.harness: dict = {"schema_version": RECORD_SCHEMA_VERSION, "run_id": self.run_id}
         self.cluster = None
         self.walking: list[threading.Thread] = []   # inventories taken at injections, still walking
 

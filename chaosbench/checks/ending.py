@@ -4,7 +4,9 @@ The runner records the ending in harness.json (`ending`, with `stop_reason` in w
 endings are `reached_step` (expect.reaches_step reached, every fault done and settled),
 `settled` (expect.trains_after_settle steps trained after the last fault settled) and `completed` (no step target; every node exited 0). Any other ending fails the run, whatever the
 other checks say, unless the scenario names it (`expect: {ends: stuck}` for a story about a hang).
-A history without a run record (no harness.json) has no ending to judge: no check.
+A loaded record whose harness.json is missing, empty or without a stop reason fails, naming the
+part (checks/record.py): a run that cannot say how it ended never passes. Only a history built in
+memory (tests) without a harness record has no ending to judge: no check.
 """
 from __future__ import annotations
 
@@ -30,12 +32,15 @@ def ending_of(h: History) -> str | None:
 
 @check("ending", "ends", always=True, last=True)
 def run_ending(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
-    if "stop_reason" not in h.harness and "ending" not in h.harness:
-        return None
     name = "ending"
-    ending = ending_of(h)
     want = e.ends
     expected = want or " or ".join(NORMAL)
+    if "stop_reason" not in h.harness and "ending" not in h.harness:
+        if h.source is None:
+            return None
+        why = "; ".join(str(p) for p in h.integrity if p.part == "harness.json") or "harness.json: no stop reason"
+        return failed(name, expected, None, f"the run's ending is unknown: {why}")
+    ending = ending_of(h)
     stop = h.harness.get("stop_reason") or "no stop reason recorded"
     if ending is None:
         return failed(name, expected, None, f"the run's ending is unknown ({stop})")

@@ -2,8 +2,11 @@
 
 A fault that never fired, or was healed early (the run stopped first and healed it best-effort),
 tested nothing: a `no_restart` or `reaches_step` that passes around it would be a false pass. The
-plan comes from harness.json (`faults_planned`, written by the runner); what happened, from the
-fault log. These checks run whenever faults were planned, whatever `expect` says.
+plan comes from harness.json (`faults_planned`, written by the runner), or, where harness.json
+cannot say it (missing, empty), from scenario.yaml's `faults:` (always stored): a broken record never
+makes a fault's check vanish. What happened comes from the fault log; without one, every planned
+fault fails as having no evidence it was injected. These checks run whenever faults were planned,
+whatever `expect` says. The time to resume is a timing: the clock-skew caveat applies (History.timed).
 
 Each fault's verdict also says whether training went on after it (stalls.py), restart or not: a
 fault after which training never resumed fails, and so does one after which it resumed later than
@@ -15,6 +18,7 @@ from __future__ import annotations
 from chaosbench.checks.base import failed, passed
 from chaosbench.checks.ending import NORMAL, ending_of
 from chaosbench.checks.history import History
+from chaosbench.checks.record import scenario_faults
 from chaosbench.checks.registry import check
 from chaosbench.checks.stalls import resumptions
 from chaosbench.result import CheckResult, Recovery
@@ -27,11 +31,25 @@ SLACK_S = 0.05   # clock rounding between the schedule and the fault log
 def fault_checks(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     """One `fault:<id>` result per planned fault, carrying that fault's id."""
     out = []
-    for plan in h.harness.get("faults_planned") or []:
+    for plan in planned(h):
         r = _fault_verdict(h, e, recs, plan)
         r.fault_id = str(plan["id"])
         out.append(r)
     return out
+
+
+def planned(h: History) -> list[dict]:
+    """harness.json's planned faults; scenario.yaml's when a loaded record's harness.json cannot say."""
+    if "faults_planned" in h.harness or h.source is None:
+        return [p for p in h.harness.get("faults_planned") or [] if isinstance(p, dict) and "id" in p]
+    return scenario_faults(h.scenario)
+
+
+def _no_log(h: History) -> str | None:
+    """Why the fault log holds no evidence at all, or None."""
+    if h.source is not None and not (h.source / "faults.jsonl").is_file():
+        return "no evidence it was injected: faults.jsonl, the fault log, is missing"
+    return None
 
 
 def _fault_verdict(h: History, e: Expect, recs: list[Recovery], plan: dict) -> CheckResult:
@@ -50,7 +68,8 @@ def _fault_verdict(h: History, e: Expect, recs: list[Recovery], plan: dict) -> C
         (f", healed after {dur:g} s" if plan.get("healable") and dur is not None else "")
     w = windows.get(fid)
     if w is None:
-        return failed(name, expected, "not injected", h.never_injected(fid, kind) + why)
+        return failed(name, expected, "not injected", f"{fid} ({kind}): {_no_log(h)}" if _no_log(h)
+                      else h.never_injected(fid, kind) + why)
     held = None if w.healed_at is None else round(w.healed_at - w.injected_at, 3)
     observed = "injected" + (f", healed after {held:g} s" if held is not None else "")
     effect = "caused a worker restart" if fid in restarted else "caused no worker restart"
@@ -75,7 +94,9 @@ def _fault_verdict(h: History, e: Expect, recs: list[Recovery], plan: dict) -> C
                                                     f"({res.how}), as the expected ending {e.ends} says")
         return failed(name, expected, observed, f"{what}; training did not resume after it: {res.how}{why}")
     if res is not None and bound is not None and res.seconds > bound:
-        return failed(name, expected, observed, f"{what}; training resumed only after {res.seconds:g} s "
-                                                f"(max_recovery_seconds {bound:g}): {res.how}")
+        return h.timed(failed(name, expected, observed, f"{what}; training resumed only after {res.seconds:g} s "
+                                                        f"(max_recovery_seconds {bound:g}): {res.how}"), None)
     tail = f"; training resumed: {res.how}" if res is not None else ""
-    return passed(name, expected, observed, what + tail)
+    if res is None or bound is None:
+        return passed(name, expected, observed, what + tail)
+    return h.timed(passed(name, expected, observed, what + tail), bound - res.seconds)

@@ -3,7 +3,8 @@
 Loaded from a run directory: events/ (the trainers' events), faults.jsonl (the fault log),
 exits.json (process/container exits), logs/, checkpoints.json (inventory of checkpoint files taken
 before teardown), inventories/<fault>.json (the same, taken right after each fault acted) and
-harness.json (when training started, why the run stopped, the planned faults).
+harness.json (when training started, why the run stopped, the planned faults). What is missing or
+broken in the record is recorded in `integrity` (checks/record.py), never dropped silently.
 """
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from chaosbench.jsonl import read_jsonl
-from chaosbench.observer.received import RECEIPTS, correct
+from chaosbench.checks import record
+from chaosbench.checks.record import IntegrityProblem
+from chaosbench.jsonl import read_numbered
+from chaosbench.observer.received import RECEIPTS, SkewState, correct, skew_state
 from chaosbench.observer.tail import read_events
+from chaosbench.result import CheckResult
 
+CAVEAT_S = 0.5   # a measured skew uncertainty above this is said in timing checks' reasons (two polls)
 Incarnation = tuple[str, int, int, int]   # (node, local_rank, pid, generation): one worker process lifetime
 
 
@@ -49,23 +52,36 @@ class History:
     # node -> its clock skew as the harness measured it (observer/received.py); events of a node beyond
     # the threshold carry the corrected `ts` (their own stamp in `ts_node`)
     clock_skew: dict[str, dict] = field(default_factory=dict)
+    # the record's standing (checks/record.py): what is missing or broken in it, never dropped
+    integrity: list[IntegrityProblem] = field(default_factory=list)
+    unjudged: list[str] = field(default_factory=list)   # rules a record older than them cannot be held to
+    schema_version: int = 0   # harness.json's; 0: written before records carried one
+    skew: SkewState = field(default_factory=SkewState)
+    run_id: str | None = None
+    source: Path | None = None   # the run directory it was loaded from; None: built in memory (tests)
+    origin: dict[int, str] = field(default_factory=dict, repr=False)   # id(event) -> "events file:line"
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
     def load(cls, run_dir: Path) -> "History":
+        """The record of a run directory, every problem with it in `integrity` (checks/record.py)."""
         run_dir = Path(run_dir)
-        rejected: list[str] = []
-        h = cls(events=_without_duplicate_steps(read_events(run_dir / "events", rejected))
-                if (run_dir / "events").is_dir() else [], rejected_lines=rejected)
-        if (run_dir / RECEIPTS).is_file():   # order and time events by what the harness saw (clock skew)
-            h.clock_skew = correct(h.events, run_dir / "events", run_dir / RECEIPTS)
-        h.faults = fault_windows(read_jsonl(run_dir / "faults.jsonl"))
-        h.resolve_cooperative()
-        h.agent_events = sorted((e for p in sorted((run_dir / "events").glob("agent-*.jsonl"))
-                                 for e in read_jsonl(p, require="ts")), key=lambda e: e["ts"])
-        h.exits = _json(run_dir / "exits.json") or {}
-        h.harness = _json(run_dir / "harness.json") or {}
-        h.scenario = _yaml(run_dir / "scenario.yaml")
+        h = cls(source=run_dir)
+        h.harness = record.load_harness(run_dir, h.integrity)
+        h.schema_version = record.schema_version(h.harness)
+        h.scenario = record.load_scenario(run_dir, h.integrity)
+        broke = h.harness.get("ending") == "error"   # a broken harness may have stopped before writing more
+        result = record.load_json(run_dir, "result.json", None, "")
+        result = result if isinstance(result, dict) else {}
+        h.run_id = str(h.harness.get("run_id") or result.get("run_id") or "") or None
+        h._load_events(run_dir, required=not broke)
+        h._load_faults(run_dir, required=not broke)
+        h.exits = record.load_json(run_dir, "exits.json", None if broke else h.integrity,
+                                   "the backend records every node's exits when the evidence is collected") or {}
+        if not isinstance(h.exits, dict):
+            h.integrity.append(record.IntegrityProblem("exits.json", "not a JSON object", "rerun; exits.json maps "
+                                                       "each node to its exits"))
+            h.exits = {}
         inv = _json(run_dir / "checkpoints.json")
         h.inventory = inv if isinstance(inv, dict) else None
         for p in sorted((run_dir / "inventories").glob("*.json")) if (run_dir / "inventories").is_dir() else []:
@@ -75,7 +91,94 @@ class History:
         if (run_dir / "logs").is_dir():
             h.logs = {p.name: p.read_text(errors="replace") for p in sorted((run_dir / "logs").rglob("*"))
                       if p.is_file()}
+        h._judge_events(result)
         return h
+
+    def _load_events(self, run_dir: Path, required: bool) -> None:
+        events_dir, garbled, origin = run_dir / "events", [], {}
+        if not events_dir.is_dir() or not any(events_dir.glob("events-*.jsonl")):
+            if required:
+                self.integrity.append(record.IntegrityProblem(
+                    "events/", "missing" if not events_dir.is_dir() else "no events-*.jsonl file",
+                    "every run's job (or the node watcher around it) writes events-<node>-local<N>.jsonl; "
+                    "see logs/ for why none was written"))
+            return
+        self.events = _without_duplicate_steps(read_events(events_dir, self.rejected_lines, garbled, origin))
+        self.agent_events = read_events(events_dir, None, garbled, origin, pattern="agent-*.jsonl")
+        record.garbled("events", self.integrity, garbled)
+        self.origin = origin
+        measured = None
+        if (run_dir / RECEIPTS).is_file():   # order and time events by what the harness saw (clock skew)
+            measured = self.clock_skew = correct(self.events, events_dir, run_dir / RECEIPTS)
+        cluster = self.scenario.get("cluster") if isinstance(self.scenario.get("cluster"), dict) else {}
+        kinds = {p.get("type") for p in self.harness.get("faults_planned") or [] if isinstance(p, dict)}
+        kinds |= {p["type"] for p in record.scenario_faults(self.scenario)}
+        self.skew = skew_state(measured, sorted({str(e.get("node")) for e in self.events + self.agent_events}),
+                               cluster.get("backend"), "clock_skew" in kinds)
+
+    def _load_faults(self, run_dir: Path, required: bool) -> None:
+        path = run_dir / "faults.jsonl"
+        need = record.faults_log_required(self.harness, self.scenario) if required else None
+        if not path.is_file():
+            if need:
+                self.integrity.append(record.IntegrityProblem(
+                    "faults.jsonl", f"missing, though {need}",
+                    "the runner logs every injection and heal there; without it no fault has evidence"))
+            return
+        garbled, bad = [], []
+        lines = []
+        for n, rec in read_numbered(path, None, bad, garbled):
+            if {"ts", "id", "action"} - set(rec):
+                garbled.append((n, f"no {', '.join(sorted({'ts', 'id', 'action'} - set(rec)))}: {json.dumps(rec)[:80]}"))
+            else:
+                lines.append(rec)
+        garbled += [(int(b.split()[1].rstrip(":")), b.split(": ", 1)[1]) for b in bad]
+        record.garbled("", self.integrity, [(f"faults.jsonl:{n}", text) for n, text in sorted(garbled)])
+        self.faults = fault_windows(lines)
+        self.resolve_cooperative()
+
+    def _judge_events(self, result: dict) -> None:
+        """Events of another run, and events stamped after the record was collected."""
+        evs = self.events + self.agent_events
+        self.integrity += record.foreign_ids(evs, self.origin, self.run_id)
+        if not self.run_id:
+            self.unjudged.append("the run's own id (harness.json `run_id`, result.json); the events' ids were "
+                                 "held to each other only")
+        limit, since = self.harness.get("collected_at"), "the evidence was collected"
+        if not isinstance(limit, (int, float)):
+            limit, since = result.get("finished_at"), "the run finished (result.json; the record predates collected_at)"
+        if isinstance(limit, (int, float)) and limit > 0:
+            self.integrity += record.late_events(evs, self.origin, float(limit), self.skew.bound_s, since)
+        elif evs:
+            self.unjudged.append("events after the stop (no `collected_at` in harness.json, no result.json)")
+        unbounded = sorted(n for n, b in self.skew.bound_s.items() if b is None)
+        if unbounded and isinstance(limit, (int, float)):
+            self.unjudged.append(f"events after the stop on {', '.join(unbounded)} (clock skew unknown)")
+
+    # -- the record's standing -----------------------------------------------------------------
+    def timing_caveat(self) -> str | None:
+        """What a timing check (recovery, detection, slowdown) must add to its reason about the clocks, or None."""
+        if not self.skew.known:
+            return f"clock skew unknown: {self.skew.why}"
+        worst = self.skew.worst_s or 0.0
+        if worst > CAVEAT_S:
+            node = max(self.skew.bound_s, key=lambda n: self.skew.bound_s[n] or 0.0)
+            return (f"{node}'s clock may be off the harness's by up to {worst:.2f} s (measured in received.jsonl, "
+                    f"too little to tell from a read delay)")
+        return None
+
+    def timed(self, r: CheckResult, margin_s: float | None) -> CheckResult:
+        """A timing check's result with the caveat added; a pass by less than the clock-skew uncertainty
+        (`margin_s`: how far the measured time is inside its bound) is not evaluated: it may not hold."""
+        caveat = self.timing_caveat()
+        if caveat:
+            r.reason = f"{r.reason} ({caveat})"
+        worst = self.skew.worst_s
+        if r.status == "passed" and margin_s is not None and (worst is None or margin_s < worst):
+            r.status, r.observed = "not_evaluated", None
+            within = "an unbounded" if worst is None else f"its {worst:.2f} s"
+            r.reason = f"inside the bound by {margin_s:.2f} s only, within {within} clock-skew uncertainty: {r.reason}"
+        return r
 
     def resolve_cooperative(self) -> None:
         """A cooperative fault's inject record is the command's delivery; the fault happened when the
@@ -190,14 +293,6 @@ def fault_windows(lines: list[dict]) -> list[FaultWindow]:
         elif rec.get("action") == "heal" and fid in windows:
             windows[fid].healed_at = rec["ts"]
     return sorted(windows.values(), key=lambda w: w.injected_at)
-
-
-def _yaml(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _json(path: Path) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -71,6 +72,7 @@ def collect_evidence(cluster, run_dir: Path, harness: dict, walking: list[thread
     try:
         copy_events(Path(cluster.events_dir), Path(run_dir) / "events")
         harness["collected_sizes"] = late_writes.mark(Path(run_dir))   # what nodes add later: teardown's
+        harness["collected_at"] = time.time()   # a kept event is stamped before this (checks/record.py)
         nodes = cluster.node_names()
     except Exception as e:   # a cluster that never came up has nothing to copy
         say(f"events not collected: {type(e).__name__}: {e}")

@@ -2,14 +2,15 @@
 
 Files are appended to by several processes; a reader may see the half-written last line of a
 killed process, which it must skip (docs/events.md). We keep a byte offset per file and consume
-only complete lines.
+only complete lines. A finished run's files are read once more, whole (`read_events`): there a
+garbled line anywhere but at a file's torn end is reported, never dropped unsaid.
 """
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from chaosbench.jsonl import parse_jsonl
+from chaosbench.jsonl import file_lines, numbered
 from chaosbench.observer.received import RECEIPTS, write_receipts
 
 
@@ -54,31 +55,38 @@ class EventTail:
         return list(parse_lines(chunk[: end + 1].decode("utf-8", "replace").splitlines()))
 
 
-def parse_lines(lines, rejected: list[str] | None = None) -> list[dict]:
-    """Event lines (objects with an "event" key); torn lines skipped. An event without `ts` breaks the
-    contract (every reader orders and windows events by it): left out and described in `rejected`."""
-    lines = list(lines)
-    out = parse_jsonl(lines, require="event", rejected=rejected)
-    if all("ts" in e for e in out):
-        return out
-    kept = []   # find the line numbers of the ones without ts, for the event_contract check
-    for i, line in enumerate(lines, 1):
-        for e in parse_jsonl([line], require="event"):
-            if "ts" in e:
-                kept.append(e)
-            elif rejected is not None:
-                rejected.append(f"line {i}: field 'ts' is missing")
-    return kept
+def parse_lines(lines, rejected: list[str] | None = None, malformed: list[tuple[int, str]] | None = None,
+                torn_last: bool = False) -> list[dict]:
+    """Event lines (objects with an "event" key). An event without `ts` breaks the contract (every
+    reader orders and windows events by it): left out and described in `rejected`."""
+    return [ev for _, ev in _with_ts(numbered(lines, "event", rejected, malformed, torn_last), rejected)]
 
 
-def read_events(events_dir: Path, rejected: list[str] | None = None) -> list[dict]:
-    """Every complete event of a finished run, sorted by time (torn last lines skipped; lines that
-    break the contract's field types described in `rejected`, "file line N: ...")."""
+def _with_ts(got, rejected: list[str] | None):
+    for n, ev in got:
+        if "ts" in ev:
+            yield n, ev
+        elif rejected is not None:
+            rejected.append(f"line {n}: field 'ts' is missing")
+
+
+def read_events(events_dir: Path, rejected: list[str] | None = None, malformed: list[tuple[str, str]] | None = None,
+                origin: dict[int, str] | None = None, pattern: str = "events-*.jsonl") -> list[dict]:
+    """Every complete event of a finished run, sorted by time. A torn last line is skipped; lines that
+    break the contract's field types are described in `rejected` ("file line N: ..."), garbled lines
+    in `malformed` ("file:N", first chars), and `origin` maps id(event) to its "file:N"."""
     events: list[dict] = []
-    for path in sorted(Path(events_dir).glob("events-*.jsonl")):
+    for path in sorted(Path(events_dir).glob(pattern)):
         bad: list[str] = []
-        events += parse_lines(path.read_text(errors="replace").splitlines(), bad)
+        garbled: list[tuple[int, str]] = []
+        lines, torn = file_lines(path)
+        for n, ev in _with_ts(numbered(lines, "event" if pattern.startswith("events") else "ts", bad, garbled, torn), bad):
+            events.append(ev)
+            if origin is not None:
+                origin[id(ev)] = f"{path.name}:{n}"
         if rejected is not None:
             rejected += [f"{path.name} {b}" for b in bad]
+        if malformed is not None:
+            malformed += [(f"{path.name}:{n}", text) for n, text in garbled]
     events.sort(key=lambda e: e.get("ts", 0.0))
     return events
