@@ -63,6 +63,8 @@ def _replay(rec: Record, rnd, at: float, first: int, last: int, new_process: boo
         before = [e for e in mine if e.get("event") == "step"]
         tpl = before[-1] if before else inc.steps[0]   # a restore's round: like its first step
         losses = {e["step"]: e.get("loss") for e in inc.steps}
+        same = (tpl.get("node"), tpl.get("local_rank"), tpl.get("pid"))   # this process's later lines, every file
+        relabel = [e for _, e in rec.lines() if e["ts"] > at and (e.get("node"), e.get("local_rank"), e.get("pid")) == same]
         t0 = at + (1.0 if new_process else 0.0)
         new_ids = {}
         if new_process:
@@ -80,7 +82,7 @@ def _replay(rec: Record, rnd, at: float, first: int, last: int, new_process: boo
             loss = losses.get(s, tpl.get("loss"))
             line = {k: v for k, v in tpl.items() if k != "param_digest"}
             rec.add(inc.file, line, t0 + j * dt, step=s, **({"loss": loss} if loss is not None else {}), **new_ids)
-        for e in later:
+        for e in relabel:
             e.update(new_ids)
     return span
 

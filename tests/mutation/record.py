@@ -27,6 +27,7 @@ class Record:
     harness: Any = None
     inventories: dict[str, Any] = field(default_factory=dict)   # inventories/<name> -> json
     checkpoints: Any = None
+    result: Any = None
     has_receipts: bool = False
 
     @classmethod
@@ -55,6 +56,7 @@ class Record:
         rec.faults = [json.loads(x) for x in _text(run_dir / "faults.jsonl").splitlines() if x.strip()]
         rec.harness = _json(run_dir / "harness.json")
         rec.checkpoints = _json(run_dir / "checkpoints.json")
+        rec.result = _json(run_dir / "result.json")
         for p in sorted((run_dir / "inventories").glob("*.json")):
             rec.inventories[p.name] = _json(p)
         return rec
@@ -80,7 +82,8 @@ class Record:
             (self.dir / "received.jsonl").write_text("".join(json.dumps(r) + "\n" for r in receipts))
         if (self.dir / "faults.jsonl").is_file():
             (self.dir / "faults.jsonl").write_text("".join(json.dumps(f) + "\n" for f in self.faults))
-        for name, value in (("harness.json", self.harness), ("checkpoints.json", self.checkpoints)):
+        for name, value in (("harness.json", self.harness), ("checkpoints.json", self.checkpoints),
+                            ("result.json", self.result)):
             if value is not None and (self.dir / name).is_file():
                 (self.dir / name).write_text(json.dumps(value, indent=1))
         for name, value in self.inventories.items():
@@ -102,7 +105,7 @@ class Record:
 
     def shift_after(self, t: float, dt: float) -> None:
         """Everything the record dates after t happens dt later: events (and their receipts), fault
-        actions, the harness's stop, the inventories taken."""
+        actions, the harness's stop and collection, the inventories taken, the run's finish."""
         for _, ev in self.lines(workers_only=False):
             if ev.get("ts", 0.0) > t:
                 ev["ts"] += dt
@@ -114,10 +117,10 @@ class Record:
         for f in self.faults:
             if f.get("ts", 0.0) > t:
                 f["ts"] += dt
-        for doc in [self.harness, self.checkpoints, *self.inventories.values()]:
-            if isinstance(doc, dict):
-                for k in ("stopped_at", "training_started_at", "started_at", "taken_at"):
-                    if isinstance(doc.get(k), (int, float)) and doc[k] > t:
+        for doc in [self.harness, self.checkpoints, self.result, *self.inventories.values()]:
+            if isinstance(doc, dict):   # stopped_at, collected_at, taken_at, finished_at, ...
+                for k, v in doc.items():
+                    if k.endswith("_at") and isinstance(v, (int, float)) and not isinstance(v, bool) and v > t:
                         doc[k] += dt
 
     def add(self, name: str, template: dict, ts: float, **changes) -> dict:

@@ -96,3 +96,17 @@ def test_composed_mutants_do_not_pass(record_property):
                                                      "crashed": len(crashed)}))
     assert not crashed, "composed mutants crashed the checks:\n" + "\n".join(crashed)
     assert not survivors, f"{len(survivors)} of {len(judged)} composed mutants passed:\n" + "\n".join(survivors)
+
+
+@pytest.mark.parametrize("run", list(RUNS))
+def test_rewriting_a_record_unchanged_keeps_it_passing(run, tmp_path):
+    """The operators' own reading and writing (record.py) adds nothing a check could catch: a mutant is
+    killed by its one change, never by how it was written."""
+    from tests.mutation.record import Record
+    shutil.copytree(RUNS[run], tmp_path / run)
+    Record.load(tmp_path / run).save()
+    j = judge(tmp_path / run, RUNS[run])
+    assert j.verdict == "passed", f"{run} rewritten unchanged no longer passes: {j.blocking}"
+    for f in (RUNS[run] / "events").glob("*.jsonl"):
+        assert [json.loads(x) for x in f.read_text().splitlines()] == \
+               [json.loads(x) for x in (tmp_path / run / "events" / f.name).read_text().splitlines()], f.name
