@@ -1,9 +1,11 @@
 """`chaosbench clean`: remove what runs that are gone left behind (or, with everything=True, all of ours).
 
 What is ours: docker containers, networks and volumes labelled with a chaosbench project, processes
-carrying CHAOSBENCH_OWNER, shm dirs and loop-mounted NVMe disks with an owner file, loop devices
+carrying CHAOSBENCH_OWNER, shm dirs and loop-mounted NVMe disks with an owner file, libfaketime's
+/dev/shm files of the preloaded trees an shm dir lists (clock_skew, local backend), loop devices
 backed by our disk images, Slurm jobs named chaosbench-* whose owner (their comment) is gone, where
-Slurm's commands are reachable ($CHAOSBENCH_SLURM_LOGIN or sbatch on PATH). iptables rules and qdiscs exist only inside node containers' network
+Slurm's commands are reachable ($CHAOSBENCH_SLURM_LOGIN or sbatch on PATH), with the fault chain and
+the run's directories on their hosts (slurm/allocation.py: sweep). iptables rules and qdiscs exist only inside node containers' network
 namespaces (partition, packet_fault) and go with them, as do the disk layers' FUSE mounts in their
 mount namespaces (disk_fault); a layer mounted on this host whose daemon died is unmounted lazily. An owner on another host cannot be checked from here, so a plain clean keeps (and
 lists) its things; `--all` removes them too.
@@ -19,6 +21,41 @@ from chaosbench.cluster import disk_layer, loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
 
 SHM_ROOT = Path("/dev/shm")   # local nodes' memory tier: chaosbench-<project>/<node>, with an owner file
+# in that shm dir: "<pid> <start time>" of the root of each libfaketime-preloaded tree the cluster started
+CLOCK_ROOTS = "clock-roots"
+
+
+def note_clock_root(shm_dir: Path, pid: int) -> None:
+    """libfaketime names its /dev/shm files by the root of a preloaded tree and leaves them when that
+    tree is SIGKILLed; written down here, they go with the shm dir even when the harness is killed too."""
+    with open(Path(shm_dir) / CLOCK_ROOTS, "a") as f:
+        f.write(f"{pid} {owner_mod._start_time(pid)}\n")
+
+
+def clock_leftovers(shm_dir: Path) -> list[str]:
+    """Remove the libfaketime files of the trees `shm_dir` lists; the paths removed. A pid that is now
+    another process (another start time) may own a file of that name: kept."""
+    from chaosbench.cluster.innode_clock import SHM_FILES
+    try:
+        lines = (Path(shm_dir) / CLOCK_ROOTS).read_text().splitlines()
+    except OSError:
+        return []
+    gone = []
+    for line in lines:
+        pid, _, start = line.partition(" ")
+        if not pid.isdigit():
+            continue
+        now = owner_mod._start_time(int(pid))
+        if now is not None and now != start:
+            continue
+        for name in SHM_FILES:
+            path = SHM_ROOT / (name % int(pid))
+            try:
+                path.unlink()
+                gone.append(str(path))
+            except FileNotFoundError:
+                pass
+    return gone
 
 
 def _other_host(tok: str) -> bool:
@@ -69,6 +106,9 @@ def sweep_local(everything: bool = False, removed: dict | None = None, kept: lis
                 continue
             tok = ""
         if everything or not owner_mod.alive(tok):
+            files = clock_leftovers(d)   # before the dir that lists them
+            if files:
+                removed.setdefault("faketime shm files", []).extend(files)
             shutil.rmtree(d, ignore_errors=True)
             removed.setdefault("shm dirs", []).append(str(d))
         elif _other_host(tok):

@@ -19,7 +19,7 @@ from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import (DISK_LAYER_WHY, Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed,
                                      launcher_status)
-from chaosbench.cluster.clean import SHM_ROOT, sweep_local
+from chaosbench.cluster.clean import SHM_ROOT, clock_leftovers, note_clock_root, sweep_local
 from chaosbench.cluster.host_services import REPO, HostServices
 from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import hosts_store, node_plan, validate
@@ -82,7 +82,7 @@ class LocalCluster(Cluster):
         os.environ[owner_mod.OWNER_ENV] = owner_mod.token()
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
-        shm = SHM_ROOT / f"chaosbench-{self.project}"
+        shm = self._shm_root()
         shm.mkdir(parents=True, exist_ok=True)
         (shm / "owner").write_text(owner_mod.token())
         self.services = HostServices("127.0.0.1", self.run_dir / "nodes" / "etcd-data", self.run_dir / "logs",
@@ -117,6 +117,7 @@ class LocalCluster(Cluster):
                                                  start_new_session=True)
         if self.spec.fake_clock:   # the root of a preloaded tree: libfaketime's /dev/shm files are named by it
             self._clock_roots.append(self._procs[node].pid)
+            note_clock_root(self._shm_root(), self._procs[node].pid)   # for a sweep after a SIGKILLed harness
 
     def _disk_tiers_in_node(self, node: str) -> dict[str, str]:
         tiers = {"nvme": str(self._nvme[node]), "memory": str(self.shm_dir(node))}
@@ -199,11 +200,8 @@ class LocalCluster(Cluster):
             self.services.stop()
         layers = self._disk_mounts_left()   # before the loop disks they sit on
         loopfs.remove_project(self.project)
-        shutil.rmtree(SHM_ROOT / f"chaosbench-{self.project}", ignore_errors=True)
-        if self._clock_roots:
-            from chaosbench.cluster.innode_clock import remove_shm
-            for pid in self._clock_roots:
-                remove_shm(pid)
+        clock_leftovers(self._shm_root())   # libfaketime's files of the node trees killed above
+        shutil.rmtree(self._shm_root(), ignore_errors=True)
         left = [p for p in proctree.find({CLUSTER_ENV: self.project}) if not proctree.zombie(p)]
         left += self.services.alive() if self.services is not None else []
         return ([f"processes {left}"] if left else []) + \
@@ -275,8 +273,12 @@ class LocalCluster(Cluster):
         self._check_node(node)
         return self._nvme[node]
 
+    def _shm_root(self) -> Path:
+        """The cluster's dir in /dev/shm: its nodes' memory tiers, its owner file, its clock roots."""
+        return SHM_ROOT / f"chaosbench-{self.project}"
+
     def shm_dir(self, node: str) -> Path:
-        return SHM_ROOT / f"chaosbench-{self.project}" / node
+        return self._shm_root() / node
 
     def wipe_node_storage(self, node: str, nvme: bool = True, shm: bool = True) -> None:
         self._check_node(node)

@@ -61,7 +61,7 @@ def test_local_nodes_run_preloaded_and_see_the_skew(tmp_path):
         roots = list(cluster._clock_roots)
         assert roots and all(Path(f"/dev/shm/faketime_shm_{pid}").exists() for pid in roots)
     assert _preloaded(tmp_path) == []
-    left = [f for pid in roots for f in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}") if Path("/dev/shm", f).exists()]
+    left = _shm_files(roots)
     assert not left, f"libfaketime's shared memory left in /dev/shm: {left}"
 
 
@@ -80,9 +80,17 @@ HARNESS = textwrap.dedent("""
 """)
 
 
-def test_a_sigkilled_harness_mid_fault_leaves_no_preloaded_process_after_clean(tmp_path):
+def _shm_files(pids: list[int]) -> list[str]:
+    """libfaketime's files in /dev/shm of these processes (it names them by the root of a preloaded tree)."""
+    return [f for pid in pids for f in (f"faketime_shm_{pid}", f"sem.faketime_sem_{pid}") if Path("/dev/shm", f).exists()]
+
+
+def test_a_sigkilled_harness_mid_fault_leaves_no_preloaded_process_nor_shm_file_after_clean(tmp_path):
     p, _ = harness_mid_fault(HARNESS, tmp_path)
-    assert _preloaded(tmp_path), "expected the node's preloaded processes mid-fault"
+    preloaded = _preloaded(tmp_path)
+    assert preloaded, "expected the node's preloaded processes mid-fault"
+    files = _shm_files(preloaded)
+    assert files, "expected libfaketime's files in /dev/shm for the node's preloaded tree"
     os.kill(p.pid, signal.SIGKILL)
     p.wait(timeout=10)
     sweep()                    # what `chaosbench clean` runs for the local backend
@@ -90,3 +98,5 @@ def test_a_sigkilled_harness_mid_fault_leaves_no_preloaded_process_after_clean(t
     while _preloaded(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert _preloaded(tmp_path) == [], "a preloaded process outlived clean"
+    left = [f for f in files if Path("/dev/shm", f).exists()]
+    assert not left, f"libfaketime's shared memory of the killed harness's node left in /dev/shm: {left}"

@@ -5,7 +5,9 @@ proxy and S3 run beside the harness, bound to $CHAOSBENCH_SLURM_SERVICE_HOST (an
 reach). Events come back live through a shared filesystem ($CHAOSBENCH_SLURM_SHARED: the same path
 on the harness and on every node, like a site's NFS/Lustre) or, without one, streamed through an
 `srun` step per host (event_pump.py); each step's output is the srun client's output, written into
-run_dir/logs. Faults use Slurm's own means: `scancel --signal` of a node's step
+run_dir/logs. The run's directories on a compute host (/dev/shm and scratch `chaosbench-<project>`)
+are created private before any step uses them, a directory of that name someone else made first is
+refused, and teardown removes them (node_dirs.py). Faults use Slurm's own means: `scancel --signal` of a node's step
 (signals its whole process tree), and `srun --overlap` steps for the in-node commands (innode.py:
 workers, iptables, disk fills). The allocation's own lifecycle is in allocation.py.
 """
@@ -27,7 +29,8 @@ from chaosbench.cluster.innode import Script
 from chaosbench.cluster.launch import hosts_store, node_plan, validate
 from chaosbench.cluster.slurm import allocation
 from chaosbench.cluster.slurm.allocation import sweep  # noqa: F401  (chaosbench clean, tests)
-from chaosbench.cluster.slurm.commands import Allocation, Slurm, srun_argv, step_argv
+from chaosbench.cluster.slurm.commands import (Allocation, Slurm, private_argv, roots, run_root, setting, srun_argv,
+                                               step_argv)
 from chaosbench.cluster.slurm.event_pump import EventPump
 from chaosbench.cluster.slurm.services import MODES, NodeServices
 
@@ -44,8 +47,7 @@ PERMISSIONS = {"partition": "root + CAP_NET_ADMIN in the job's steps (iptables)"
 SERVICE_NAMES = ("etcd", "s3", "proxy", "toxiproxy")
 
 
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"CHAOSBENCH_SLURM_{name}", default)
+_env = setting
 
 
 def forbidden() -> frozenset[str]:
@@ -138,7 +140,10 @@ class SlurmCluster(Cluster):
         os.environ[owner_mod.OWNER_ENV] = owner_mod.token()
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
-        self.events_dir.mkdir(parents=True, exist_ok=True)
+        if self.shared is not None:   # nodes write events there: private like their own directories
+            self._make_shared()
+        else:
+            self.events_dir.mkdir(parents=True, exist_ok=True)
         if self.services_mode == "harness":
             self.services = HostServices(self.service_host, self.run_dir / "nodes" / "etcd-data",
                                          self.run_dir / "logs", f"etcd-{self.project}")
@@ -149,15 +154,16 @@ class SlurmCluster(Cluster):
         self.hosts = allocation.wait_running(self.slurm, self.job_id)
         if self.services_mode == "node":   # the first host holds the services; nodes get the rest
             self.services = NodeServices(self.slurm, self.job_id, self.hosts[0], self.python, self.srcdir,
-                                         f"{self.scratch}/chaosbench-{self.project}/services",
-                                         self.run_dir / "logs" / "services.log")
+                                         f"{self.scratch}/{run_root(self.project)}/services",
+                                         self.run_dir / "logs" / "services.log",
+                                         self._private([(self.scratch, f"{run_root(self.project)}/services")]))
             self.services.start()
         for node, host in zip(self._nodes, self._node_hosts()):
             self._host_of[node] = host
         self._record()
         if self.shared is None:
             self._pump = EventPump(self.slurm, self.job_id, self.python, self.srcdir, self.node_events_dir,
-                                   self.events_dir)
+                                   self.events_dir, self._private([self._events_pair()]))
             for host in self._node_hosts():
                 self._pump.follow(host)
 
@@ -168,9 +174,33 @@ class SlurmCluster(Cluster):
     def _record(self) -> None:
         (self.run_dir / "slurm.json").write_text(json.dumps(self.record(), indent=1))
 
+    def _node_pairs(self, node: str) -> list[tuple[str, str]]:
+        """(base, path below it) of the node's NVMe and memory tiers: the site's base is not ours to judge."""
+        top = run_root(self.project)
+        return [(self.scratch, f"{top}/{node}/nvme"), ("/dev/shm", f"{top}/{node}")]
+
     def _node_dirs(self, node: str) -> tuple[str, str]:
-        return (f"{self.scratch}/chaosbench-{self.project}/{node}/nvme",
-                f"/dev/shm/chaosbench-{self.project}/{node}")
+        (nvme_base, nvme), (shm_base, shm) = self._node_pairs(node)
+        return f"{nvme_base}/{nvme}", f"{shm_base}/{shm}"
+
+    def _events_pair(self) -> tuple[str, str]:
+        if self.shared is not None:
+            return str(self.shared.parent), f"{self.shared.name}/events"
+        return self.scratch, f"{run_root(self.project)}/events"
+
+    def _private(self, dirs: list[tuple[str, str]], command: tuple[str, ...] = ()) -> list[str]:
+        """The argv prefix (or, with `command`, the argv) that runs a step's command only once `dirs` are
+        directories of ours that no one else can reach (node_dirs.py)."""
+        return private_argv(self.python, dirs, list(command))
+
+    def _make_shared(self) -> None:
+        from chaosbench.cluster.slurm.node_dirs import make
+        base, rel = self._events_pair()
+        Path(base).mkdir(parents=True, exist_ok=True)
+        try:
+            make(base, rel)
+        except PermissionError as exc:
+            raise ClusterError(f"{exc} (CHAOSBENCH_SLURM_SHARED)") from None
 
     def _launch(self, node: str, wait: bool = True) -> None:
         host = self._host_of[node]
@@ -180,8 +210,7 @@ class SlurmCluster(Cluster):
         plan = node_plan(self.spec, node, python=self.python, rdzv_endpoint=endpoint,
                          s3_url=f"http://{self.services.host}:{self.services.ports['proxy_s3']}",
                          events_dir=self.node_events_dir, nvme_dir=nvme, memory_dir=memory)
-        argv = ["sh", "-c", 'mkdir -p "$0" "$1" "$2" && shift 2 && exec "$@"', nvme, memory,
-                self.node_events_dir, *plan.argv]
+        argv = self._private([*self._node_pairs(node), self._events_pair()], tuple(plan.argv))
         cwd = plan.cwd or self.srcdir
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as log:
             self._procs[node] = self.slurm.popen(srun_argv(self.job_id, host, node, plan.env, argv, cwd), log)
@@ -240,9 +269,10 @@ class SlurmCluster(Cluster):
 
     def _stop(self) -> list[str]:
         """Cancel the job, stop the srun clients and services; what is left: the job still in squeue,
-        live processes of ours, iptables rules on a host."""
+        live processes of ours, iptables rules or the run's directories on a host."""
         job_left = False
         cut = self._heal_leftover_cuts() if self.job_id else []   # needs the job: srun steps
+        dirs_left = self._remove_node_dirs() if self.job_id and self.hosts else None
         if self.job_id:
             job_left = not allocation.cancel(self.slurm, self.job_id)
         if self._pump is not None:
@@ -263,7 +293,18 @@ class SlurmCluster(Cluster):
         left += self.services.alive() if self.services is not None else []
         return (([f"Slurm job {self.job_id} still in squeue"] if job_left else [])
                 + ([f"processes {left} alive"] if left else [])
-                + ([f"iptables rules on {', '.join(self._host_of.get(n, n) for n in cut)}"] if cut else []))
+                + ([f"iptables rules on {', '.join(self._host_of.get(n, n) for n in cut)}"] if cut else [])
+                + ([dirs_left] if dirs_left else []))
+
+    def _remove_node_dirs(self) -> str | None:
+        """Before the allocation goes (a host outlives it): end the run's steps, then remove its
+        directories on every host. None, or what is left."""
+        gone, why = allocation.remove_node_dirs(self.slurm, self.job_id, ",".join(self.hosts), len(self.hosts),
+                                                self.project, self.scratch, self.python)
+        if why is None:
+            return None
+        where = ", ".join(f"{b}/{r}" for b, r in roots(self.project, self.scratch))
+        return f"the run's directories ({where}) on {', '.join(self.hosts)}: {why}"
 
     # -- hooks -----------------------------------------------------------------------------
     def _step(self, node: str) -> str:

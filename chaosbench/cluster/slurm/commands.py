@@ -11,7 +11,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 
+from pathlib import Path
+
 from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.innode import Script
 
 LOGIN_ENV = "CHAOSBENCH_SLURM_LOGIN"
 # A prefix whose program hands its arguments to a shell on the far side (ssh joins them with spaces and
@@ -20,6 +23,11 @@ LOGIN_ENV = "CHAOSBENCH_SLURM_LOGIN"
 # `docker exec`, `kubectl exec --`, `sudo` pass argv through and get it unchanged.
 REMOTE_SHELLS = ("ssh", "rsh", "autossh")
 SHELL_ENV = "CHAOSBENCH_SLURM_LOGIN_SHELL"   # 1/0: force either way for a wrapper we do not recognise
+
+
+def setting(name: str, default: str | None = None) -> str | None:
+    """$CHAOSBENCH_SLURM_<name>: the site's settings (docs/slurm.md)."""
+    return os.environ.get(f"CHAOSBENCH_SLURM_{name}", default)
 
 
 def login_prefix() -> list[str]:
@@ -90,6 +98,36 @@ def srun_argv(job_id: str, host: str, step_name: str, env: dict[str, str], argv:
     environment."""
     return [*step_argv(job_id, host, step_name, cwd), "--kill-on-bad-exit=1", "--quit-on-interrupt",
             "env", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
+
+
+def every_host_argv(job_id: str, nodelist: str, count: int, step_name: str) -> list[str]:
+    """`srun` options for one task on each of `count` hosts of the job (a clean-up on all of them)."""
+    return ["srun", f"--jobid={job_id}", "--overlap", f"--nodes={count}", f"--ntasks={count}", "--ntasks-per-node=1",
+            f"--nodelist={nodelist}", f"--job-name={step_name}"]
+
+
+# The run's directories on a compute host: created private (or refused) before a step uses them, removed
+# at the end (node_dirs.py, shipped as source: the node's working directory may not hold chaosbench)
+NODE_DIRS = Script("node_dirs", "python", Path(__file__).with_name("node_dirs.py").read_text())
+
+
+def run_root(project: str) -> str:
+    """The run's directory name under /dev/shm and the scratch (and the shared filesystem's project dir)."""
+    return f"chaosbench-{project}"
+
+
+def roots(project: str, scratch: str) -> list[tuple[str, str]]:
+    """(base, name) of the run's top directories on every compute host."""
+    return [("/dev/shm", run_root(project)), (scratch, run_root(project))]
+
+
+def private_argv(python: str, dirs: list[tuple[str, str]], command: list[str]) -> list[str]:
+    """`command`, run once each (base, rel) is a directory of ours that no one else can reach."""
+    return NODE_DIRS.argv(python, "make", *(x for pair in dirs for x in pair), "--", *command)
+
+
+def remove_argv(python: str, dirs: list[tuple[str, str]]) -> list[str]:
+    return NODE_DIRS.argv(python, "remove", *(x for pair in dirs for x in pair))
 
 
 def parse_job_id(sbatch_out: str) -> str:

@@ -15,15 +15,18 @@ from chaosbench.cluster.slurm.commands import step_argv
 _NAME = re.compile(r"^[\w.-]+\.jsonl$")   # a file name the node may send: nothing with a path in it
 
 
-def _step(job_id: str, host: str, python: str, srcdir: str, node_dir: str, once: bool) -> list[str]:
-    return [*step_argv(job_id, host, "chaosbench-events", srcdir), python, "-m", "chaosbench.observer.stream",
+def _step(job_id: str, host: str, python: str, srcdir: str, node_dir: str, once: bool,
+          prefix: list[str]) -> list[str]:
+    return [*step_argv(job_id, host, "chaosbench-events", srcdir), *prefix, python, "-m", "chaosbench.observer.stream",
             *(["--once"] if once else []), node_dir]
 
 
 class EventPump:
-    def __init__(self, slurm, job_id: str, python: str, srcdir: str, node_dir: str, dest: Path):
+    def __init__(self, slurm, job_id: str, python: str, srcdir: str, node_dir: str, dest: Path,
+                 prefix: list[str] | None = None):
+        """`prefix`: what the stream runs behind on the node (the backend's: make node_dir private first)."""
         self.slurm, self.job_id, self.python, self.srcdir = slurm, job_id, python, srcdir
-        self.node_dir, self.dest = node_dir, Path(dest)
+        self.node_dir, self.dest, self.prefix = node_dir, Path(dest), list(prefix or [])
         self.procs: dict[str, subprocess.Popen] = {}
         self.lock = threading.Lock()
 
@@ -33,7 +36,7 @@ class EventPump:
             return
         self.dest.mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen(self.slurm.argv(_step(self.job_id, host, self.python, self.srcdir,
-                                                      self.node_dir, once=False)),
+                                                      self.node_dir, once=False, prefix=self.prefix)),
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         self.procs[host] = proc
@@ -53,8 +56,8 @@ class EventPump:
         files: dict[str, list[bytes]] = {}
         for host in hosts:
             try:
-                out = self.slurm.run(*_step(self.job_id, host, self.python, self.srcdir, self.node_dir, once=True),
-                                     timeout=120, text=False)
+                out = self.slurm.run(*_step(self.job_id, host, self.python, self.srcdir, self.node_dir, once=True,
+                                            prefix=self.prefix), timeout=120, text=False)
             except ClusterError:
                 failed.append(host)
                 continue

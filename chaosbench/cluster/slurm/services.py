@@ -35,9 +35,11 @@ MODES = ("harness", "node")
 class NodeServices(ServiceEndpoints):
     """The services on a host of the allocation: started as an srun step, driven over HTTP."""
 
-    def __init__(self, slurm, job_id: str, host: str, python: str, srcdir: str, data_dir: str, log: Path):
+    def __init__(self, slurm, job_id: str, host: str, python: str, srcdir: str, data_dir: str, log: Path,
+                 prefix: list[str] | None = None):
+        """`prefix`: what the services run behind on the host (the backend's: make data_dir private first)."""
         self.slurm, self.job_id, self.node_host = slurm, job_id, host
-        self.argv = [*step_argv(job_id, host, "chaosbench-services", srcdir), python, "-m",
+        self.argv = [*step_argv(job_id, host, "chaosbench-services", srcdir), *(prefix or []), python, "-m",
                      "chaosbench.cluster.slurm.services", "--data", data_dir]
         self.log = Path(log)
         self.proc: subprocess.Popen | None = None
