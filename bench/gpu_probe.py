@@ -1,21 +1,26 @@
-"""The GPU path, measured on one machine with a GPU: the reference trainer and a plain DDP job on
-NCCL, a worker crash recovered on NCCL, NCCL's watchdog on a hung collective (short timeout with
-async error handling vs the defaults), the flight-recorder dump, real CUDA error messages, and
-whether the compose GPU override can run there.
+"""The GPU path, measured on one machine with one GPU (docs/gpu.md holds the figures):
 
-    python bench/gpu_probe.py [--out DIR] [--hang-bound 60]
+- the reference trainer (tiny and medium_50mb) under torchrun on NCCL/CUDA and, in the same call, on
+  the same machine's CPU (gloo): step time, checkpoint save stall per tier, and a worker SIGKILLed
+  mid-run that torchrun restarts (restore tier, step, time from the kill to the first step after);
+  the same kill once more under warm start (trainer.warm_start, what the cluster backends run);
+- bring-your-own jobs: examples/byo_ddp (CPU/gloo by design) and a default-settings NCCL DDP job;
+- two NCCL ranks on one GPU (refused) and a real two-rank hang on one GPU: NCCL sees two hosts
+  (NCCL_HOSTID per rank), rank 1 goes silent, rank 0's all-reduce waits: when the watchdog fires and
+  when the process ends, per NCCL setting, against gloo;
+- the messages real CUDA failures carry.
 
-Prints one JSON object (also written to DIR/gpu_probe.json) and each case's log tail. Needs torch
-with CUDA and one GPU; everything runs as plain torchrun processes (no docker, no etcd: the
-`--standalone` rendezvous), so it runs where only python and torch are installed.
-A hung collective on one GPU: a kernel that spins (`torch.cuda._sleep`) sits on the compute
-stream, the all-reduce queued behind it never completes, and NCCL's watchdog sees the same
-"collective did not complete within the timeout" it sees when a peer rank hangs.
+    python bench/gpu_probe.py [--out DIR] [--budget 270]     # bench/gpu_path.sh wraps it
+
+Everything runs as plain torchrun processes (`--standalone`: c10d on localhost; no docker, no etcd),
+so it needs only python, torch, pyyaml and numpy. Without CUDA the GPU cases are reported skipped
+and the rest runs (that is how it is tested off the GPU machine). Writes DIR/gpu_probe.json and
+DIR/logs.tgz (every case's log, each line stamped with seconds since its start) after every phase.
 """
 from __future__ import annotations
 
 import argparse
-import glob
+import datetime
 import json
 import os
 import re
@@ -23,11 +28,16 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
+import threading
 import time
+import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+MARK = "GPU_PROBE_SESSION"      # in every child's environment: the final sweep kills only ours
+HANG_TIMEOUT_S = 10.0
 
 
 # -- worker modes (run under torchrun by the cases below) ----------------------------------------
@@ -42,34 +52,237 @@ def byo_worker(steps: int) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(256, 1024, device=dev)
     t0 = time.time()
-    for step in range(1, steps + 1):
+    for _ in range(steps):
         opt.zero_grad()
         model(x).square().mean().backward()
         opt.step()
-        torch.cuda.synchronize()
-        if step % 10 == 0:
-            print(f"step {step} {time.time() - t0:.3f}s", flush=True)
+    torch.cuda.synchronize()
     print(f"byo done: {steps} steps in {time.time() - t0:.3f}s on {torch.cuda.get_device_name(dev)}", flush=True)
     dist.destroy_process_group()
 
 
 def hang_worker() -> None:
-    """One warm all-reduce, then an all-reduce queued behind a kernel that spins for minutes."""
-    import datetime
+    """Two ranks, one warm all-reduce; then rank 1 goes silent and rank 0's next all-reduce waits.
+    PROBE_BACKEND picks nccl (both ranks on GPU 0: each gets its own NCCL_HOSTID, so NCCL sees two
+    hosts and talks over sockets instead of refusing a duplicate GPU) or gloo (CPU)."""
     import torch
     import torch.distributed as dist
-    timeout = os.environ.get("PROBE_PG_TIMEOUT_S")
-    kw = {"timeout": datetime.timedelta(seconds=float(timeout))} if timeout else {}
-    dist.init_process_group("nccl", **kw)
-    torch.cuda.set_device(0)
-    t = torch.ones(1024, device="cuda")
+    backend, rank = os.environ["PROBE_BACKEND"], int(os.environ["RANK"])
+    dev = "cpu"
+    if backend == "nccl":
+        os.environ["NCCL_HOSTID"] = f"probe-host-{rank}"     # read by NCCL at communicator init
+        torch.cuda.set_device(0)
+        dev = "cuda"
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=HANG_TIMEOUT_S))
+    t = torch.ones(1024, device=dev)
     dist.all_reduce(t)
-    torch.cuda.synchronize()
-    print(f"warm all-reduce ok; hang starts at {time.time():.3f}", flush=True)
-    torch.cuda._sleep(int(4e12))          # ~30 min of spinning at ~2 GHz
-    dist.all_reduce(t)
-    torch.cuda.synchronize()
-    print("hang_worker: the hung all-reduce completed (unexpected)", flush=True)
+    print(f"PROBE warm all-reduce ok: {t[0].item():.0f}", flush=True)
+    if rank == 1:
+        print("PROBE rank 1 goes silent", flush=True)
+        time.sleep(600)
+        return
+    time.sleep(0.5)                                # rank 1 is past its warm all-reduce
+    print("PROBE ISSUED", flush=True)
+    t0 = time.time()
+    try:
+        dist.all_reduce(t, async_op=True).wait()   # blocks here only with TORCH_NCCL_BLOCKING_WAIT=1 (or gloo)
+        print("PROBE wait returned; reading the result (as a training loop's loss.item())", flush=True)
+        t.sum().item()
+        print(f"PROBE RESULT completed after {time.time() - t0:.2f}s (unexpected)", flush=True)
+    except Exception as e:   # noqa: BLE001 -- what the job sees is the measurement
+        msg = str(e).replace("\n", " ")[:240]
+        print(f"PROBE RAISED after {time.time() - t0:.2f}s: {type(e).__name__}: {msg}", flush=True)
+        sys.exit(3)
+
+
+# -- running torchrun with every output line time-stamped -----------------------------------------
+class Launch:
+    """torchrun (or any command) in its own session; output lines stamped with seconds since start."""
+
+    def __init__(self, cmd: list[str], env: dict, log: Path):
+        self.t0 = time.time()
+        self.lines: list[tuple[float, str]] = []
+        self.log = open(log, "w")
+        self.p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  start_new_session=True, text=True, errors="replace")
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.p.stdout:
+            t = time.time() - self.t0
+            self.lines.append((t, line.rstrip("\n")))
+            self.log.write(f"{t:8.3f} {line}")
+            self.log.flush()
+
+    def wait(self, bound_s: float) -> int | None:
+        """Exit status, or None if still running after bound_s (then it is stopped)."""
+        try:
+            rc = self.p.wait(timeout=max(0.1, bound_s - (time.time() - self.t0)))
+        except subprocess.TimeoutExpired:
+            rc = None
+            self.p.send_signal(signal.SIGTERM)     # torchrun stops its workers (their own sessions)
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+        self.wall_s = round(time.time() - self.t0, 2)
+        self.reader.join(timeout=5)
+        self.log.close()
+        return rc
+
+    def first(self, pattern: str) -> tuple[float, str] | None:
+        return next(((t, ln) for t, ln in self.lines if re.search(pattern, ln)), None)
+
+
+def torchrun_cmd(nproc: int, target: list[str], restarts: int = 0) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+            f"--max-restarts={restarts}", *target]
+
+
+def events(d: Path) -> list[dict]:
+    evs = []
+    for f in sorted(d.glob("*.jsonl")):
+        for ln in f.read_text(errors="replace").splitlines():
+            try:
+                evs.append(json.loads(ln))
+            except ValueError:
+                pass                                 # a line cut by the SIGKILL
+    return sorted(evs, key=lambda e: e["ts"])
+
+
+def _median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    return round(xs[len(xs) // 2], 5) if xs else None
+
+
+# -- cases ---------------------------------------------------------------------------------------
+def reference_trainer(out: Path, scratch: Path, name: str, config: str, steps: int, gpu: bool,
+                      kill_at_step: int, warm: bool = False, bound_s: float = 120) -> dict:
+    """The reference trainer, 1 node x 1 worker; its worker is SIGKILLed once a step >= kill_at_step
+    is logged, torchrun (--max-restarts=1) starts it again and it restores and trains to the end."""
+    d = scratch / name
+    shm = Path("/dev/shm")
+    mem_root = shm / "chaosbench-gpu-probe" if shm.is_dir() and os.access(shm, os.W_OK) else d
+    evdir, nvme, mem = d / "events", d / "nvme", mem_root / "mem" / name
+    for p in (evdir, nvme, mem):
+        shutil.rmtree(p, ignore_errors=True)
+        p.mkdir(parents=True)
+    env = {**os.environ, "CHAOSBENCH_EVENTS_DIR": str(evdir), "CHAOSBENCH_NODE": "gpu-node-0",
+           "CHAOSBENCH_RUN_ID": f"gpu-probe-{name}", "PYTHONPATH": str(ROOT)}
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    worker = ["-m", "trainer.train", "--config", config, "--set", f"training.max_steps={steps}",
+              "--set", f"checkpoint.nvme_dir={nvme}", "--set", f"checkpoint.memory_dir={mem}"]
+    cmd = torchrun_cmd(1, ["-m", "trainer.warm_start", "run", *worker] if warm else worker, restarts=1)
+    if warm:
+        cmd = [sys.executable, "-m", "trainer.warm_start", "node", "--", *cmd]
+    run = Launch(cmd, env, out / f"{name}.log")
+    killed_at = victim = None
+    while run.p.poll() is None and time.time() - run.t0 < bound_s:
+        time.sleep(0.02)
+        if killed_at is None:
+            late = [e for e in events(evdir) if e["event"] == "step" and e.get("step", 0) >= kill_at_step]
+            if late:
+                victim = late[-1]["pid"]
+                os.kill(victim, signal.SIGKILL)
+                killed_at = time.time()
+    rc = run.wait(bound_s)
+    shutil.rmtree(mem, ignore_errors=True)
+    evs = events(evdir)
+    steps_ev = [e for e in evs if e["event"] == "step"]
+    first_inc = [e for e in steps_ev if e.get("restart_count", 0) == 0]
+    after = [e for e in evs if killed_at and e["ts"] > killed_at]
+    loaded = next((e for e in after if e["event"] == "checkpoint_loaded"), None)
+    next_step = next((e for e in after if e["event"] == "step"), None)
+    killed_step = max((e["step"] for e in first_inc), default=None)
+    saves: dict = {}
+    for e in evs:
+        if e["event"] == "checkpoint_saved":
+            saves.setdefault(e["tier"], []).append(e)
+    joined = run.first(r"joined: rank")
+    span = (first_inc[-1]["ts"] - first_inc[5]["ts"]) / (len(first_inc) - 6) if len(first_inc) > 7 else None
+    return {
+        "config": config, "device": "cuda" if gpu else "cpu", "warm_start": warm, "rc": rc, "wall_s": run.wall_s,
+        "backend": (re.findall(r"backend (\w+)", joined[1]) or ["?"])[0] if joined else None,
+        "last_step": max((e["step"] for e in steps_ev), default=None), "steps_planned": steps,
+        "median_step_time_s": _median([e.get("step_time_s") for e in steps_ev[5:]]),
+        "steps_per_s_first_incarnation": round(1 / span, 2) if span else None,
+        "saves": {t: {"count": len(v), "bytes": v[-1].get("bytes"),
+                      "stall_median_s": _median([e.get("stall_s") for e in v]),
+                      "stall_max_s": max((e.get("stall_s") or 0 for e in v), default=None),
+                      "total_median_s": _median([e.get("total_s") for e in v])} for t, v in saves.items()},
+        "kill": {"at_step_last_logged": killed_step, "pid": victim,
+                 "restored": loaded and {k: loaded.get(k) for k in
+                                         ("tier", "step", "source", "duration_s", "checksum_ok", "bytes")},
+                 "kill_to_checkpoint_loaded_s": round(loaded["ts"] - killed_at, 3) if loaded else None,
+                 "kill_to_next_step_s": round(next_step["ts"] - killed_at, 3) if next_step else None,
+                 "next_step": next_step and next_step["step"]},
+        "fatal": [e.get("error", e.get("reason")) for e in evs if e["event"] == "fatal"][:3],
+        "log_tail": [ln for _, ln in run.lines[-4:]],
+    }
+
+
+def byo_cases(out: Path, scratch: Path, gpu: bool) -> dict[str, Launch]:
+    """Started together (none is timed here): the example job plain and instrumented (CPU/gloo as
+    written), a default-settings NCCL DDP job, and two NCCL ranks on one GPU."""
+    base = {**os.environ}
+    ex = ROOT / "examples" / "byo_ddp"
+    args = ["--steps", "20", "--step-time", "0.05"]
+    runs = {
+        "byo_example_plain": Launch(torchrun_cmd(2, [str(ex / "train_plain.py"), *args,
+                                                     "--ckpt-dir", str(scratch / "byo-plain")]),
+                                    base, out / "byo-example-plain.log"),
+        "byo_example_instrumented": Launch(
+            torchrun_cmd(2, [str(ex / "train_instrumented.py"), *args, "--ckpt-dir", str(scratch / "byo-instr")]),
+            {**base, "PYTHONPATH": str(ROOT), "CHAOSBENCH_EVENTS_DIR": str(scratch / "byo-instr-events"),
+             "CHAOSBENCH_NODE": "gpu-node-0", "CHAOSBENCH_RUN_ID": "gpu-probe-byo"},
+            out / "byo-example-instrumented.log"),
+    }
+    if gpu:
+        runs["byo_nccl"] = Launch(torchrun_cmd(1, [__file__, "--mode", "byo"]), base, out / "byo-nccl.log")
+        runs["two_ranks_one_gpu"] = Launch(torchrun_cmd(2, [__file__, "--mode", "byo"]), base,
+                                           out / "two-ranks-one-gpu.log")
+    return runs
+
+
+HANG_CASES = {   # name: (backend, extra env). torchrun itself sets TORCH_NCCL_ASYNC_ERROR_HANDLING=1.
+    "nccl_defaults": ("nccl", {}),
+    "nccl_dump_wait_500ms": ("nccl", {"TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC": "500"}),
+    "nccl_no_dump_on_timeout": ("nccl", {"TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}),
+    "nccl_blocking_wait": ("nccl", {"TORCH_NCCL_BLOCKING_WAIT": "1"}),
+    "gloo": ("gloo", {}),
+}
+
+
+def hang_cases(out: Path, gpu: bool) -> dict[str, Launch]:
+    runs = {}
+    for name, (backend, extra) in HANG_CASES.items():
+        if backend == "nccl" and not gpu:
+            continue
+        env = {**os.environ, "PROBE_BACKEND": backend, "NCCL_SOCKET_IFNAME": "lo", **extra}
+        if backend == "gloo":
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        runs[f"hang_{name}"] = Launch(torchrun_cmd(2, [__file__, "--mode", "hang"]), env, out / f"hang-{name}.log")
+    return runs
+
+
+def hang_result(run: Launch, rc) -> dict:
+    issued = run.first(r"PROBE ISSUED")
+    rel = (lambda hit: round(hit[0] - issued[0], 2) if hit and issued else None)
+    watchdog = run.first(r"Watchdog caught collective operation timeout|timed out|Timed out")
+    keys = [ln[:300] for _, ln in run.lines
+            if re.search(r"PROBE|Watchdog|[Tt]imed? ?out|dump|SIGABRT|[Ss]ignal|exitcode|terminate|Error", ln)]
+    failed = run.first(r"failed \(exitcode: (-?\d+)\)")   # stamped when torchrun saw rank 0 end
+    return {"rc": rc, "still_hung_at_bound": rc is None, "wall_s": run.wall_s,
+            "issued_at_s": issued and round(issued[0], 2),
+            "watchdog_or_timeout_line_after_s": rel(watchdog),
+            "python_raised_after_s": rel(run.first(r"PROBE RAISED")),
+            "worker_end_seen_after_s": rel(failed),
+            "worker_exitcode": failed and int(re.search(r"exitcode: (-?\d+)", failed[1]).group(1)),
+            "torchrun_exit_after_s": round(run.wall_s - issued[0], 2) if issued and rc is not None else None,
+            "key_lines": keys[:20]}
 
 
 def cuda_errors() -> dict:
@@ -77,153 +290,125 @@ def cuda_errors() -> dict:
     out = {}
     code = ("import torch; x = torch.zeros(4, device='cuda'); i = torch.tensor([10], device='cuda');"
             "y = x[i]; torch.cuda.synchronize()")
-    out["device_assert"] = _first_error(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True))
-    code = ("import cupy, torch\n"
-            "k = cupy.RawKernel(r'extern \"C\" __global__ void bad(float* p){ p[1ull<<40] = 1.0f; }', 'bad')\n"
-            "try:\n k((1,), (1,), (cupy.zeros(1, dtype=cupy.float32),)); cupy.cuda.runtime.deviceSynchronize()\n"
-            "except Exception as e: print('cupy:', type(e).__name__, e, flush=True)\n"
-            "torch.ones(1, device='cuda').sum().item()\n")
-    out["illegal_address_then_torch"] = _first_error(
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True), keep_stdout=True)
+    out["device_assert"] = _error_lines(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                                       text=True, timeout=60))
+    code = ("import torch\nx = torch.zeros(1, device='cuda')\n"
+            "try:\n torch.empty(int(4e14), dtype=torch.uint8, device='cuda')\n"
+            "except Exception as e: print('oom:', type(e).__name__, str(e)[:200], flush=True)\n"
+            "print('after oom, context usable:', (x + 1).item(), flush=True)\n")
+    out["oom_then_use"] = _error_lines(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                                      text=True, timeout=60), keep_stdout=True)
     return out
 
 
-def _first_error(p: subprocess.CompletedProcess, keep_stdout: bool = False) -> dict:
+def _error_lines(p: subprocess.CompletedProcess, keep_stdout: bool = False) -> dict:
     lines = [ln for ln in (p.stderr or "").splitlines() if re.search(r"Error|error", ln)]
-    return {"rc": p.returncode, "stdout": (p.stdout or "").strip()[-400:] if keep_stdout else None,
-            "error_lines": lines[:4]}
+    return {"rc": p.returncode, "stdout": (p.stdout or "").strip()[-500:] if keep_stdout else None,
+            "error_lines": [ln[:300] for ln in lines[:4]]}
 
 
-# -- cases ---------------------------------------------------------------------------------------
-def torchrun(args: list[str], env: dict, log: Path, timeout: float) -> tuple[int | None, float, str]:
-    t0 = time.time()
-    with open(log, "w") as f:
-        p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], cwd=ROOT, env=env,
-                             stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+def sweep(session: str) -> list[int]:
+    """Kill what this probe started and left behind (workers run in sessions of their own)."""
+    killed = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
         try:
-            rc = p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-            rc = None
-    return rc, time.time() - t0, log.read_text(errors="replace")
+            if f"{MARK}={session}".encode() in (p / "environ").read_bytes().split(b"\0"):
+                os.kill(int(p.name), signal.SIGKILL)
+                killed.append(int(p.name))
+        except OSError:
+            pass
+    return killed
 
 
-def events(d: Path) -> list[dict]:
-    evs = []
-    for f in sorted(d.glob("*.jsonl")):
-        evs += [json.loads(ln) for ln in f.read_text().splitlines() if ln.strip()]
-    return sorted(evs, key=lambda e: e["ts"])
+# -- the probe -----------------------------------------------------------------------------------
+def probe(out: Path, budget_s: float) -> dict:
+    import torch
+    t_start = time.time()
+    left = lambda: budget_s - (time.time() - t_start)   # noqa: E731
+    session = uuid.uuid4().hex[:12]
+    os.environ[MARK] = session
+    scratch = Path(tempfile.mkdtemp(prefix="gpu-probe-"))   # checkpoints: not under --out
+    logs = Path(tempfile.mkdtemp(prefix="gpu-probe-logs-"))   # few files under --out: logs.tgz carries these
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = torch.cuda.is_available()
+    r: dict = {"date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+               "torch": torch.__version__, "cuda": torch.version.cuda,
+               "nccl": ".".join(map(str, torch.cuda.nccl.version())) if gpu else None,
+               "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+               "cpus": os.cpu_count(), "python": sys.version.split()[0],
+               "docker": shutil.which("docker"), "nvidia_ctk": shutil.which("nvidia-ctk"), "skipped": []}
 
+    def save(phase: str) -> None:
+        r["elapsed_s"] = round(time.time() - t_start, 1)
+        (out / "gpu_probe.json").write_text(json.dumps(r, indent=1))
+        with tarfile.open(out / "logs.tgz", "w:gz") as tf:
+            tf.add(logs, arcname="logs")
+        print(f"== {phase} done at {r['elapsed_s']} s", flush=True)
 
-def reference_trainer(out: Path, kill_at_step: int = 30) -> dict:
-    """The reference trainer on NCCL (1 node x 1 GPU); its worker is SIGKILLed at a step and torchrun
-    restarts it: the restore tier and the time from the kill to the next step."""
-    scratch = Path(tempfile.mkdtemp(prefix="gpu-probe-ref-"))   # many files: not under --out
-    evdir, nvme = scratch / "events", scratch / "nvme"
-    for d in (evdir, nvme):
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-    env = {**os.environ, "CHAOSBENCH_EVENTS_DIR": str(evdir), "CHAOSBENCH_NODE": "gpu-node-0",
-           "CHAOSBENCH_RUN_ID": f"gpu-probe-{os.getpid()}", "PYTHONPATH": str(ROOT)}
-    args = ["--standalone", "--nproc-per-node=1", "--max-restarts=2", "-m", "trainer.train",
-            "--config", "trainer/configs/tiny.yaml", "--set", "training.max_steps=80",
-            "--set", "training.step_sleep_s=0.05", "--set", f"checkpoint.nvme_dir={nvme}"]
-    log = out / "ref-trainer.log"
-    t0 = time.time()
-    with open(log, "w") as f:
-        p = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", *args], cwd=ROOT, env=env,
-                             stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-        killed_at, victim = None, None
-        while p.poll() is None and time.time() - t0 < 240:
-            time.sleep(0.05)
-            if killed_at is None:
-                steps = [e for e in events(evdir) if e["event"] == "step" and e.get("step", 0) >= kill_at_step]
-                if steps:
-                    victim = steps[-1]["pid"]
-                    os.kill(victim, signal.SIGKILL)
-                    killed_at = time.time()
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        rc = p.wait()
-    evs = events(evdir)
-    after = [e for e in evs if killed_at and e["ts"] > killed_at]
-    first_step = next((e for e in after if e["event"] == "step"), None)
-    loaded = next((e for e in after if e["event"] == "checkpoint_loaded"), None)
-    steps = [e for e in evs if e["event"] == "step"]
-    saves = {}
-    for e in evs:
-        if e["event"] == "checkpoint_saved":
-            saves.setdefault(e["tier"], []).append(e.get("stall_s", 0.0))
-    text = log.read_text(errors="replace")
-    return {
-        "rc": rc, "wall_s": round(time.time() - t0, 2),
-        "backend": (re.findall(r"backend (\w+)", text) or ["?"])[0],
-        "last_step": max((e["step"] for e in steps), default=None),
-        "median_step_time_s": _median([e.get("step_time_s") for e in steps if e.get("step_time_s")]),
-        "kill_step": kill_at_step, "killed_pid": victim,
-        "restored_tier": loaded and loaded.get("tier"), "restored_step": loaded and loaded.get("step"),
-        "kill_to_next_step_s": round(first_step["ts"] - killed_at, 3) if first_step and killed_at else None,
-        "save_stall_median_s": {t: _median(v) for t, v in saves.items()},
-        "log_tail": text.splitlines()[-6:],
-    }
+    save("start")
+    plan = [("tiny_gpu", "trainer/configs/tiny.yaml", 300, True, 60, False),
+            ("tiny_cpu", "trainer/configs/tiny.yaml", 300, False, 60, False),
+            ("medium_gpu", "trainer/configs/medium_50mb.yaml", 120, True, 40, False),
+            ("medium_cpu", "trainer/configs/medium_50mb.yaml", 80, False, 30, False),
+            ("tiny_gpu_warm_start", "trainer/configs/tiny.yaml", 300, True, 60, True)]
+    for name, config, steps, on_gpu, kill_at, warm in plan:
+        if on_gpu and not gpu:
+            r["skipped"].append(f"{name}: no CUDA")
+            continue
+        if left() < 45 + 100:                          # keep room for the parallel group below
+            r["skipped"].append(f"{name}: budget")
+            continue
+        try:
+            r[name] = reference_trainer(logs, scratch, name, config, steps, on_gpu, kill_at, warm,
+                                        bound_s=min(90, left() - 100))
+        except Exception as e:   # noqa: BLE001 -- one broken case must not lose the others
+            r[name] = {"probe_error": f"{type(e).__name__}: {e}"}
+        print(json.dumps({name: {k: r[name].get(k) for k in ("rc", "backend", "median_step_time_s", "saves", "kill",
+                                                             "probe_error")}}), flush=True)
+        save(name)
 
-
-def _median(xs):
-    xs = sorted(x for x in xs if x is not None)
-    return round(xs[len(xs) // 2], 4) if xs else None
-
-
-def hang_case(out: Path, name: str, extra_env: dict, bound_s: float) -> dict:
-    env = {**os.environ, **extra_env}
-    log = out / f"hang-{name}.log"
-    rc, wall, text = torchrun(["--standalone", "--nproc-per-node=1", "--max-restarts=0", __file__, "--mode", "hang"],
-                              env, log, bound_s)
-    m = re.search(r"hang starts at ([\d.]+)", text)
-    keys = [ln for ln in text.splitlines() if re.search(r"Watchdog|timed out|Timeout|flight|dump|SIGABRT|terminate", ln)]
-    return {"env": extra_env, "rc": rc, "still_hung_at_bound": rc is None, "wall_s": round(wall, 2),
-            "hang_started_after_s": None if not m else "logged", "key_lines": [k[:300] for k in keys[:8]]}
+    # byo jobs, hang cases and CUDA errors together: none of them is a timing of the trainer
+    bound = max(20.0, min(100.0, left() - 15))
+    group = {**byo_cases(logs, scratch, gpu), **hang_cases(logs, gpu)}
+    errs = {}
+    if gpu:
+        try:
+            errs = cuda_errors()
+        except Exception as e:   # noqa: BLE001
+            errs = {"probe_error": f"{type(e).__name__}: {e}"}
+    for name, run in group.items():
+        rc = run.wait(bound)
+        if name.startswith("hang_"):
+            r[name] = hang_result(run, rc)
+        else:
+            r[name] = {"rc": rc, "wall_s": run.wall_s,
+                       "key_lines": [ln[:300] for _, ln in run.lines
+                                     if re.search(r"byo done|Duplicate GPU|ncclInvalidUsage|LaunchError|Error", ln)][:4],
+                       "last_line": run.lines[-1][1][:200] if run.lines else None}
+    ev = events(scratch / "byo-instr-events")
+    r["byo_example_instrumented"]["events"] = sorted({e["event"] for e in ev})
+    r["cuda_errors"] = errs
+    r["swept_pids"] = sweep(session)
+    shutil.rmtree(scratch, ignore_errors=True)
+    shutil.rmtree("/dev/shm/chaosbench-gpu-probe", ignore_errors=True)
+    save("all")
+    return r
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", default="probe", choices=["probe", "byo", "hang"])
-    ap.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu-probe-"))
-    ap.add_argument("--hang-bound", type=float, default=60.0)
+    ap.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu-probe-out-"))
+    ap.add_argument("--budget", type=float, default=270.0, help="seconds the whole probe may take")
     a = ap.parse_args()
     if a.mode == "byo":
-        return byo_worker(200)
+        return byo_worker(300)
     if a.mode == "hang":
         return hang_worker()
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    import torch
-    r: dict = {"torch": torch.__version__, "cuda": torch.version.cuda,
-               "nccl": ".".join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None,
-               "gpus": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
-               "docker": shutil.which("docker"), "nvidia_ctk": shutil.which("nvidia-ctk")}
-    print(json.dumps(r), flush=True)
-    r["reference_trainer"] = reference_trainer(out)
-    print(json.dumps(r["reference_trainer"]), flush=True)
-    rc, wall, text = torchrun(["--standalone", "--nproc-per-node=1", __file__, "--mode", "byo"], dict(os.environ),
-                              out / "byo.log", 120)
-    r["byo_nccl"] = {"rc": rc, "wall_s": round(wall, 2), "done": [ln for ln in text.splitlines() if "byo done" in ln]}
-    rc, wall, text = torchrun(["--standalone", "--nproc-per-node=2", __file__, "--mode", "byo"], dict(os.environ),
-                              out / "byo-2ranks-1gpu.log", 120)
-    r["two_ranks_one_gpu"] = {"rc": rc, "wall_s": round(wall, 2),
-                              "error_lines": [ln[:300] for ln in text.splitlines() if "Duplicate GPU" in ln or "ncclInvalidUsage" in ln][:3]}
-    print(json.dumps({k: r[k] for k in ("byo_nccl", "two_ranks_one_gpu")}), flush=True)
-    dump = str(out / "nccl_trace_rank_")
-    r["hang_short_timeout"] = hang_case(out, "short", {
-        "PROBE_PG_TIMEOUT_S": "10", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3", "TORCH_NCCL_DUMP_ON_TIMEOUT": "1",
-        "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": dump}, a.hang_bound)
-    r["hang_short_timeout"]["flight_recorder_files"] = [os.path.basename(p) for p in glob.glob(dump + "*")]
-    print(json.dumps(r["hang_short_timeout"]), flush=True)
-    r["hang_defaults"] = hang_case(out, "defaults", {}, a.hang_bound)
-    print(json.dumps(r["hang_defaults"]), flush=True)
-    r["cuda_errors"] = cuda_errors()
-    (out / "gpu_probe.json").write_text(json.dumps(r, indent=1))
-    print(json.dumps(r["cuda_errors"], indent=1), flush=True)
+    r = probe(Path(a.out), a.budget)
+    print(json.dumps({k: v for k, v in r.items() if k.startswith(("hang_", "byo", "two_", "cuda_"))}, indent=1))
 
 
 if __name__ == "__main__":
