@@ -159,20 +159,31 @@ def _cluster(monkeypatch, tmp_path, slurm):
     return c
 
 
-def test_a_node_step_runs_behind_the_private_directory_check(monkeypatch, tmp_path):
+def _launched(monkeypatch, tmp_path, shared: bool):
+    """A node's srun argv, as the backend hands it to Slurm."""
     c = _cluster(monkeypatch, tmp_path, _Slurm())
+    if not shared:
+        monkeypatch.delenv("CHAOSBENCH_SLURM_SHARED")
+        c = slurm_backend.SlurmCluster(ClusterSpec(run_id="r", run_dir=tmp_path / "run", nodes=2))
+        c.slurm = _Slurm()
     c.services = type("S", (), {"host": "10.0.0.1", "ports": {"proxy_etcd": 1, "proxy_s3": 2}})()
     c._host_of = {"node-0": "c1"}
-    (tmp_path / "run" / "logs").mkdir(parents=True)
+    (tmp_path / "run" / "logs").mkdir(parents=True, exist_ok=True)
     c._launch("node-0", wait=False)
     (argv,) = c.slurm.popens
     i = argv.index("make")
     assert argv[i - 2:i] == ["-c", NODE_DIRS.source]
-    top = f"chaosbench-{c.project}"
     dash = argv.index("--", i)
-    assert argv[i + 1:dash] == ["/scratch", f"{top}/node-0/nvme", "/dev/shm", f"{top}/node-0",
-                                str(tmp_path / "nfs"), f"{c.project}/events"]
-    assert argv[dash + 1:dash + 3] == ["python3", "-m"]   # then the node's own command, exec'd
+    return c, argv[i + 1:dash], argv[dash + 1:]
+
+
+def test_a_node_step_runs_behind_the_private_directory_check(monkeypatch, tmp_path):
+    c, dirs, command = _launched(monkeypatch, tmp_path, shared=True)
+    top = f"chaosbench-{c.project}"
+    assert dirs == ["/scratch", f"{top}/node-0/nvme", "/dev/shm", f"{top}/node-0"]
+    assert command[:2] == ["python3", "-m"]   # then the node's own command, exec'd
+    c, dirs, _ = _launched(monkeypatch, tmp_path, shared=False)   # events on the node's scratch: checked too
+    assert dirs[4:] == ["/scratch", f"chaosbench-{c.project}/events"]
 
 
 def test_the_shared_events_directory_is_made_private_by_the_harness(monkeypatch, tmp_path):

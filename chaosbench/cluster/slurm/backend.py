@@ -210,7 +210,10 @@ class SlurmCluster(Cluster):
         plan = node_plan(self.spec, node, python=self.python, rdzv_endpoint=endpoint,
                          s3_url=f"http://{self.services.host}:{self.services.ports['proxy_s3']}",
                          events_dir=self.node_events_dir, nvme_dir=nvme, memory_dir=memory)
-        argv = self._private([*self._node_pairs(node), self._events_pair()], tuple(plan.argv))
+        # the shared events dir is the harness's to make private (_make_shared): a node whose steps run as
+        # another uid (a test cluster's root) could not pass the check on it, and need not
+        local = [self._events_pair()] if self.shared is None else []
+        argv = self._private([*self._node_pairs(node), *local], tuple(plan.argv))
         cwd = plan.cwd or self.srcdir
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as log:
             self._procs[node] = self.slurm.popen(srun_argv(self.job_id, host, node, plan.env, argv, cwd), log)
