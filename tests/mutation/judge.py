@@ -39,7 +39,8 @@ def judge(run_dir: Path, original: Path) -> Judgement:
     """The verdict on run_dir. The scenario and the harness error come from the unmutated run: an
     operator rewrites the record, never what was asked of it."""
     expect = _expect((original / "scenario.yaml").read_text(), str(original / "scenario.yaml"))
-    error = json.loads((original / "result.json").read_text()).get("error")
+    stored = original / "result.json"   # absent only in a record kept before result.json was stored
+    error = json.loads(stored.read_text()).get("error") if stored.is_file() else None
     _, checks = evaluate(History.load(run_dir), expect)
     return Judgement(verdict_of(checks, error),
                      [c.name for c in checks if not c.blocking],
@@ -48,4 +49,4 @@ def judge(run_dir: Path, original: Path) -> Judgement:
 
 def runs() -> dict[str, Path]:
     """The stored real runs, by name (tests/mutation/data/<name>/, each a trimmed run directory)."""
-    return {p.name: p for p in sorted(DATA.iterdir()) if (p / "result.json").is_file()}
+    return {p.name: p for p in sorted(DATA.iterdir()) if (p / "scenario.yaml").is_file()}
