@@ -21,6 +21,6 @@ def evaluate(h: History, e: Expect) -> tuple[list[Recovery], list[CheckResult]]:
         out = d.fn(h, e, recs)
         out = out if isinstance(out, list) else ([out] if out is not None else [])
         for r in out:
-            r.optional = d.name in e.optional
+            r.optional = r.optional or d.name in e.optional   # an invariant may say so itself
         results += out
     return recs, results

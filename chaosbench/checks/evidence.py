@@ -43,6 +43,8 @@ def contradictions(h: History, rec: Recovery) -> tuple[list[str], list[str]]:
     inv = h.inventories.get(rec.fault_id)
     inv_at = (inv or {}).get("started_at", (inv or {}).get("taken_at", rec.injected_at))
     saves = h.of("checkpoint_saved")
+    fw = next((f for f in h.faults if f.id == rec.fault_id), None)
+    targets = {t.strip() for t in str(fw.target if fw else "").split(",") if t.strip()}
     problems, unknown = [], []
     for claim in rec.claims:
         tier, step, node = claim.get("tier"), claim.get("step"), claim.get("node")
@@ -65,8 +67,10 @@ def contradictions(h: History, rec: Recovery) -> tuple[list[str], list[str]]:
                  and e["ts"] <= claim["ts"] and (anywhere or e.get("node") == node)]
         where = "in the bucket" if tier == "s3" else ("on any node" if anywhere else f"on {node}")
         if _looked(inv, tier, node, anywhere):
-            if any(e["ts"] > inv_at for e in saved):
-                continue   # saved after the inventory was taken: it could not have seen it
+            # saved after the inventory began, by a process the fault did not act on: it could not
+            # have seen it. A worker on the fault's own node logging a save then was dying: no backing
+            if any(e["ts"] > inv_at and str(e.get("node")) not in targets for e in saved):
+                continue
             place = "every node's" if anywhere else f"{node}'s"
             problems.append(f"{what}, but the harness looked at {place} {tier or 'checkpoint tiers'} right after "
                             f"{rec.fault_id} acted and found no such checkpoint"

@@ -128,12 +128,17 @@ class Lineage:
     def round_of(self, ev: dict, h: History) -> int:
         return self.by_key[h.incarnation(ev)].round
 
-    def contiguous_top(self) -> tuple[int | None, float | None, str | None]:
+    def contiguous_top(self, any_rank: bool = False) -> tuple[int | None, float | None, str | None]:
         """The highest step the world track reaches without a gap (a step beyond the last one + the
-        stride without a restore between), when it was reached, and the first gap, if one."""
+        stride without a restore between), when it was reached, and the first gap, if one. any_rank:
+        a step one rank of its round reported counts (the harness's own view of progress; the last
+        lines of a run may be collected from one rank's file before another's)."""
         top, at, gap = None, None, None
         stride = self.stride or 1
-        for ws in self.world:
+        track = self.world if not any_rank else sorted(
+            (WorldStep(r.index, s, r.world_size, ts, ()) for r in self.rounds for s, ts in
+             first_reports(r).items()), key=lambda w: w.ts)
+        for ws in track:
             if top is None or ws.step <= top + stride or self._restored_to(ws, top):
                 if top is None or ws.step > top:
                     top, at = ws.step, ws.ts
@@ -239,6 +244,15 @@ def _world_steps(r: Round, observed: bool) -> list[WorldStep]:
             ranks = tuple(sorted(r_.rank for r_ in r.trained if r_.key in got and r_.rank is not None))
             out.append(WorldStep(r.index, step, r.world_size, max(got.values()), ranks))
     return sorted(out, key=lambda w: w.ts)
+
+
+def first_reports(r: Round) -> dict[int, float]:
+    """step -> when a rank of the round first reported it."""
+    out: dict[int, float] = {}
+    for m in r.trained:
+        for e in m.steps:
+            out[int(e["step"])] = min(out.get(int(e["step"]), e["ts"]), e["ts"])
+    return out
 
 
 def _stride(ordered: list[Inc]) -> int | None:

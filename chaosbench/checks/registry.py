@@ -32,6 +32,7 @@ def _load() -> dict[str, CheckDef]:
     # importing the modules registers their checks; within each group below, in this import order
     from chaosbench.checks import faults, recovery_checks, run_checks, detection, slowdown  # noqa: F401,I001
     from chaosbench.checks import eviction, replicas, grace, settle  # noqa: F401,I001
+    from chaosbench.checks import invariants  # noqa: F401,I001
     from chaosbench.checks import integrity  # noqa: F401,I001
     return _REGISTRY
 

@@ -137,6 +137,37 @@ def _undetected(h: History, groups: list[Group]) -> str | None:
     return None
 
 
+def _claimed_twice(h: History) -> str | None:
+    """Digests are keyed by rank: two processes of one round claiming a rank would hide one's digest."""
+    keys, rounds = h._incarnation_keys(), h.rounds()
+    who: dict[tuple, set] = {}
+    for e in h.of("step"):
+        if e.get("param_digest") and not e.get("observed"):
+            inc = keys[id(e)]
+            who.setdefault((rounds[inc], int(e.get("rank", -1))), set()).add(inc)
+    for (r, rank), incs in sorted(who.items()):
+        if len(incs) > 1:
+            return (f"rank {rank} digested by {len(incs)} processes in round {r} ("
+                    + ", ".join(f"{n}/local{lr} pid {p}" for n, lr, p, _ in sorted(incs)) + "): their digests "
+                    "cannot be told apart, so a divergence between them would not show")
+    return None
+
+
+def _uncovered(h: History, groups: list[Group]) -> str | None:
+    """Every fault injected while digests were being compared needs a comparison after the training
+    that followed it resumed: digests that stop at a fault say nothing about the state after it."""
+    if not groups:
+        return None
+    for f in h.faults:
+        if f.injected_at < groups[0].ts:
+            continue   # before any digest: nothing was being compared yet
+        resumed = [e["ts"] for e in h.of("step") if e["ts"] > f.injected_at]
+        if not any(g.ts > f.injected_at for g in groups):
+            return (f"no digests were compared after {f.id} ({f.fault}) acted (last compared step {groups[-1].step}"
+                    + (", though training went on" if resumed else "") + ")")
+    return None
+
+
 @check(NAME)
 def replicas_agree(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if not e.replicas_agree:
@@ -157,6 +188,10 @@ def replicas_agree(h: History, e: Expect, recs: list[Recovery]) -> CheckResult |
             return failed(NAME, expected, "fault never fired", h.never_injected(fid, kind)
                           + ": agreeing digests show nothing about a corrupted replica")
     keys, rounds = h._incarnation_keys(), h.rounds()
+    if (twice := _claimed_twice(h)) is not None:
+        return failed(NAME, expected, "rank claimed twice", twice)
+    if (blind := _uncovered(h, groups)) is not None:
+        return failed(NAME, expected, "no comparison after a fault", blind)
     claims = [c for c in h.of("replica_divergence")   # the same step of the same attempt: not its replay
               if any(g.step == c.get("step") and g.round == rounds[keys[id(c)]] and g.agree and not g.claimed
                      for g in groups)]

@@ -6,6 +6,8 @@ import statistics
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
+from chaosbench.checks.invariant_records import WINDOW, finite
+from chaosbench.checks.lineage import first_reports, lineage
 from chaosbench.checks.registry import check
 from chaosbench.checks.observed import confirmed_steps
 from chaosbench.checks.recovery_checks import preconditions, unrestarted
@@ -26,6 +28,13 @@ def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | N
     steps = confirmed_steps(h)   # a watcher's line that only looks like progress earns nothing
     hit = [ev for ev in steps if int(ev.get("step", 0)) >= e.reaches_step]
     best = max((int(ev["step"]) for ev in steps), default=None)
+    lin = lineage(h)
+    if best is not None and lin.stride is not None:   # reached means trained up to it, step by step
+        top, _, gap = lin.contiguous_top(any_rank=True)
+        if top is None or top < e.reaches_step:
+            return failed(name, expected, top, f"highest step reached without a gap: {top}"
+                          + (f" (then {gap})" if gap else "") + why)
+        hit = [{"ts": min(ts for r in lin.rounds for s, ts in first_reports(r).items() if e.reaches_step <= s <= top)}]
     if best is None and h.max_step() is not None:
         return not_evaluated(name, expected, "the only progress lines seen are single lines no process printed a "
                                              f"steady sequence around (highest: {h.max_step()}), which only look like "
@@ -68,23 +77,30 @@ def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
     if cfg is None or cfg is False:
         return None
     cfg = LossContinuity() if cfg is True else cfg
-    name, expected = "loss_continuity", f"first loss after restore <= {1 + cfg.max_increase:g} x before"
+    name, expected = "loss_continuity", f"loss after restore (first, and median over {WINDOW} steps) <= {1 + cfg.max_increase:g} x before"
     steps = [ev for ev in h.of("step") if ev.get("loss") is not None]
     if not steps:
         return not_evaluated(name, expected, NO_EVENTS if not h.events else "step events carry no loss")
     # a restart that never trained again is a failure, not a recovery to skip
     if (pre := preconditions(name, expected, h, recs)) is not None:
         return pre
+    bad = [ev for ev in steps if not finite(ev["loss"])]
+    if bad:   # NaN compares false with everything: say it, never fold it into a maximum
+        return failed(name, expected, str(bad[0]["loss"]), f"{len(bad)} step(s) with a non-finite loss; first "
+                      f"{bad[0].get('node')} rank {bad[0].get('rank')} step {bad[0].get('step')}: {bad[0]['loss']}")
     worst, lines = 0.0, []
     for r in recs:
         before = [float(ev["loss"]) for ev in steps if ev["ts"] < r.injected_at][-3:]
-        after = [float(ev["loss"]) for ev in steps if ev["ts"] >= r.first_step_at][:1]
+        after = [float(ev["loss"]) for ev in steps if ev["ts"] >= r.first_step_at]
         if not before or not after:
             return not_evaluated(name, expected, f"{r.fault_id}: no loss recorded before or after the restore")
         ref = statistics.fmean(before)
-        ratio = after[0] / ref if ref > 0 else float("inf")
+        # the first loss, and the median over the first WINDOW steps: a rise from the second step on counts
+        window = statistics.median(after[:WINDOW * 2])
+        ratio = max(after[0], window) / ref if ref > 0 else float("inf")
         worst = max(worst, ratio)
-        lines.append(f"{r.fault_id}: loss {ref:.4f} before -> {after[0]:.4f} after (x{ratio:.3f})")
+        lines.append(f"{r.fault_id}: loss {ref:.4f} before -> {after[0]:.4f} after, median {window:.4f} over the "
+                     f"next {min(len(after), WINDOW * 2)} reports (x{ratio:.3f})")
     ok = worst <= 1 + cfg.max_increase
     return (passed if ok else failed)(name, expected, round(worst, 4), "; ".join(lines) + unrestarted(h, recs))
 

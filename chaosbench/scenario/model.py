@@ -366,6 +366,22 @@ class Expect(Strict):
                                         "job rolled back to a step where they did (checks/replicas.py)")
     saved_within_grace: bool | None = Field(None, description="per preempt_node fault: a checkpoint saved between "
                                             "the notice and the kill, and restored (checks/grace.py)")
+    max_stall_seconds: float | None = Field(None, gt=0, allow_inf_nan=False, description="the longest the world may go "
+                                            "without a step away from a fault (invariant:liveness; default: from the "
+                                            "measured step time, docs/result.md)")
+    relax: dict[str, str] = Field(default_factory=dict, description="run-level invariants this story does not hold, "
+                                  "by name, each with why (docs/result.md, Run-level invariants)")
+
+    @field_validator("relax")
+    @classmethod
+    def _known_invariants(cls, v: dict[str, str]):
+        from chaosbench.checks.invariants import NAMES   # the checks import this model
+        for name, why in v.items():
+            if name not in NAMES:
+                raise ValueError(f"unknown invariant '{name}' in relax; valid invariants: {', '.join(NAMES)}")
+            if not str(why).strip():
+                raise ValueError(f"relax.{name} needs a reason: say why this story does not hold it")
+        return v
 
     def final_world(self) -> int | None:
         """The world size the story ends at: world_size_after, else the last of world_sizes."""

@@ -112,7 +112,9 @@ def test_a_correct_recovery_passes_every_check(record_property):
         seen[p["form"]] += 1
         h, e = model(p)
         res = results(h, e)
-        bad = {n: (r.status, r.reason) for n, r in res.items() if r.status != "passed"}
+        # an invariant the history cannot show (no loss seen by the node watcher) says so without blocking
+        bad = {n: (r.status, r.reason) for n, r in res.items() if r.status != "passed"
+               and not (n.startswith("invariant:") and r.status == "not_evaluated" and not r.blocking)}
         assert not bad, (p, bad)
         assert "ending" in res and "fault:f1" in res
 

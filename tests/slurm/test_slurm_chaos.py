@@ -54,6 +54,18 @@ def _iptables_left(tc) -> dict[str, str]:
     return left
 
 
+def _dirs_left(tc) -> dict[str, str]:
+    """The run's directories still on a compute node (/dev/shm and the scratch, `chaosbench-<project>`)."""
+    left = {}
+    for host in tc.hosts:
+        found = subprocess.run(["docker", "exec", f"{tc.name}-{host}", "sh", "-c",
+                                "ls -d /dev/shm/chaosbench-* /scratch/chaosbench-* 2>/dev/null"],
+                               capture_output=True, text=True, timeout=60).stdout.strip()
+        if found:
+            left[host] = found
+    return left
+
+
 def _run(scenario: Path, report_dir: Path, env: dict) -> tuple[subprocess.CompletedProcess, Path, dict]:
     cmd = [sys.executable, "-m", "chaosbench.cli", "run", str(scenario), "--backend", "slurm",
            "--report-dir", str(report_dir), "--quiet", "--seed", "1"]
@@ -78,6 +90,7 @@ def test_library_scenario_passes_on_slurm(slurm_env, tmp_path, name, tier):
     assert f"job {slurm['job_id']}; steps node-0 on " in report, "the report names the Slurm job and its steps"
     assert _squeue(tc) == "", "the allocation is released after the run"
     assert _iptables_left(tc) == {}, "partition rules are removed before the allocation is released"
+    assert _dirs_left(tc) == {}, "the run's directories are removed from every host before the allocation goes"
 
 
 def test_node_loss_without_a_shared_filesystem_streams_the_history_through_srun(slurm_env, tmp_path):
@@ -117,7 +130,7 @@ def test_disconnect_is_loud_and_survivors_resume_from_memory(slurm_env, tmp_path
     proc, run_dir, result = _run(scenario, tmp_path / "reports", env)
     assert proc.returncode == 0, f"report: {run_dir}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     assert result["recoveries"][0]["tier"] == "memory" and result["recoveries"][0]["world_size_after"] == 2
-    assert _squeue(tc) == "" and _iptables_left(tc) == {}
+    assert _squeue(tc) == "" and _iptables_left(tc) == {} and _dirs_left(tc) == {}
 
 
 SERVICES_ON_NODE = """\
