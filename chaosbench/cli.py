@@ -284,19 +284,18 @@ def clean(all_: bool = typer.Option(False, "--all", help="also clusters of live 
 
 @app.command()
 def report(run_dir: Path = typer.Argument(..., help="a reports/<run-id> directory")):
-    """Re-render the HTML report (and JUnit XML) of a finished run from its result.json."""
+    """Re-render the HTML report of a finished run from its result.json and diagnosis.json (nothing is
+    written outside the run directory; `python -m chaosbench.report reports/` writes the runs index)."""
     if not (run_dir / "result.json").is_file():
         console.print(f"[red]error[/red] {run_dir}: no result.json here (give a reports/<run-id> directory)", soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT)
-    from chaosbench.report import ReportInputError, render_index, render_run
+    from chaosbench.report import ReportInputError, render_run
     try:
         path = render_run(run_dir)
-        index = render_index(run_dir.parent)
     except ReportInputError as e:
         console.print(f"[red]error[/red] {escape(str(e))}", soft_wrap=True)
         raise typer.Exit(EXIT_BAD_INPUT)
     out.print(f"wrote {path}")
-    out.print(f"wrote {index}")
 
 
 @app.command()

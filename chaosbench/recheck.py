@@ -5,8 +5,9 @@ inventories) and the scenario as it was run, so the checks -- pure functions ove
 can be evaluated again without a cluster, as Jepsen's `analyze` does. Used after a checks change
 (did any stored verdict move?) and to confirm that a verdict follows from the evidence alone.
 
-The previous result is kept as `result.previous.json`; the new one replaces `result.json`, and the
-JUnit file and the HTML report are written again. Exit codes as `chaosbench run`: 0 passed,
+The run and this command share one analyse step (chaosbench/analyse.py): the previous result is kept
+as `result.previous.json`, and result.json, diagnosis.json, junit.xml and the HTML report are
+written again, never through a link planted in the run directory. Exit codes as `chaosbench run`: 0 passed,
 1 failed, 2 bad input (no run record, a scenario today's schema refuses), 3 a run whose harness broke.
 """
 from __future__ import annotations
@@ -18,32 +19,18 @@ from pathlib import Path
 
 import yaml
 
-from chaosbench.checks import evaluate
-from chaosbench.checks.history import History
-from chaosbench.result import CheckResult, FaultRecord, RunResult, write_run
+from chaosbench import rundir
+from chaosbench.analyse import analyse
+from chaosbench.result import CheckResult, RunResult
 from chaosbench.scenario import ScenarioError
 from chaosbench.scenario.loader import parse_scenario
 
 EXIT = {"passed": 0, "failed": 1, "error": 3}
+REQUIRED = ("result.json", "scenario.yaml", "harness.json")
 
 
 class RecheckInputError(Exception):
     """The directory is not a run record this version can judge (exit 2)."""
-
-
-def verdict_of(checks: list[CheckResult], error: str | None) -> str:
-    """`error` when the harness broke, else `failed` if any blocking check did not pass."""
-    if error:
-        return "error"
-    return "failed" if any(c.blocking for c in checks) else "passed"
-
-
-def apply_fault_verdicts(faults: dict[str, FaultRecord], checks: list[CheckResult]) -> None:
-    """Each fault's own check verdict goes on its record too (not evaluated counts as failed)."""
-    for c in checks:
-        if c.fault_id is not None and c.fault_id in faults:
-            rec = faults[c.fault_id]
-            rec.verdict, rec.reason = c.status if c.status != "not_evaluated" else "failed", c.reason
 
 
 @dataclass
@@ -63,8 +50,12 @@ class Recheck:
 
 
 def recheck(run_dir: str | Path, write: bool = True) -> Recheck:
+    """Judge a stored run again; with write=False nothing in the run directory changes (--dry-run)."""
     run_dir = Path(run_dir)
-    for name in ("result.json", "scenario.yaml", "harness.json"):
+    for name in REQUIRED:
+        if not rundir.is_link_free(run_dir, name):
+            raise RecheckInputError(f"{run_dir / name}: a symlink; a run record's parts are plain files "
+                                    f"({rundir.FIX})")
         if not (run_dir / name).is_file():
             raise RecheckInputError(f"{run_dir}: no {name} here (give a reports/<run-id> directory written by "
                                     f"`chaosbench run`)")
@@ -74,23 +65,17 @@ def recheck(run_dir: str | Path, write: bool = True) -> Recheck:
         raise RecheckInputError(f"{run_dir / 'result.json'}: not a run record this version reads: {e}") from e
     source = str(run_dir / "scenario.yaml")
     try:
-        data = yaml.safe_load((run_dir / "scenario.yaml").read_text())
+        data = yaml.safe_load(rundir.read_text(run_dir, "scenario.yaml") or "")
         if isinstance(data, dict) and isinstance(data.get("cluster"), dict):
             data["cluster"]["backend"] = "auto"   # the checks do not depend on it; result.json keeps it
         scenario = parse_scenario(data, source=source)
     except (ScenarioError, yaml.YAMLError) as e:
         raise RecheckInputError(f"the stored scenario no longer validates: {e}") from e
-    history = History.load(run_dir)
-    recs, checks = evaluate(history, scenario.expect)
-    faults = {f.id: f.model_copy() for f in old.faults}
-    apply_fault_verdicts(faults, checks)
-    new = old.model_copy(update={"checks": checks, "recoveries": recs, "faults": list(faults.values()),
-                                 "verdict": verdict_of(checks, old.error)})
-    out = Recheck(run_dir, old.verdict, new.verdict, _diff(old.checks, checks))
+    say = lambda msg: print(msg, file=sys.stderr)   # noqa: E731
     if write:
-        (run_dir / "result.previous.json").write_text((run_dir / "result.json").read_text())
-        write_run(run_dir, new, lambda msg: print(msg, file=sys.stderr))
-    return out
+        rundir.write_text(run_dir, "result.previous.json", rundir.read_text(run_dir, "result.json") or "")
+    new = analyse(run_dir, scenario.expect, lambda h: old, say=say, write=write).result
+    return Recheck(run_dir, old.verdict, new.verdict, _diff(old.checks, new.checks))
 
 
 def _diff(old: list[CheckResult], new: list[CheckResult]) -> list[tuple[str, str | None, str | None]]:

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from chaosbench import rundir
 
 SCHEMA_VERSION = 1
 
@@ -132,28 +134,20 @@ class RunResult(BaseModel):
     checkpoints: dict[str, TierStats] = Field(default_factory=dict)
     timeline: Timeline = Field(default_factory=Timeline)
     goodput: Goodput = Field(default_factory=Goodput)
+    # the per-rank step track over the whole run (chaosbench/checks/lineage.py, docs/result.md); None in a
+    # record written before it was, or while the lineage could not be built
+    lineage: dict[str, Any] | None = None
+    # node -> the clock skew the harness measured and corrected, only where a node went beyond the
+    # threshold (observer/received.py); {}: no node did, or no receipts
+    clock_skew: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # symlinks found in the run directory: parts the analyse step and the report refused to read
+    links: list[str] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=lambda: {"report": "report.html", "junit": "junit.xml",
                                                            "events": "events", "logs": "logs"})
 
     def write(self, run_dir: Path) -> Path:
-        path = Path(run_dir) / "result.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(self.model_dump_json(indent=2))
-        tmp.replace(path)
-        return path
+        return rundir.write_text(Path(run_dir), "result.json", self.model_dump_json(indent=2))
 
     @classmethod
     def read(cls, run_dir: Path) -> "RunResult":
-        return cls.model_validate_json((Path(run_dir) / "result.json").read_text())
-
-
-def write_run(run_dir: Path, result: RunResult, say: Callable[[str], None]) -> None:
-    """result.json, junit.xml and the HTML report (which stands or falls on its own): the one writer of
-    a run's files, for `chaosbench run` and `chaosbench recheck`."""
-    from chaosbench.report import render_run, write_junit   # here: the checks import this module, not the templates
-    result.write(run_dir)
-    write_junit(result.model_dump(mode="json"), run_dir / "junit.xml")
-    try:
-        render_run(run_dir)
-    except Exception as e:   # the run record stands without its HTML view
-        say(f"report rendering failed: {type(e).__name__}: {e}")
+        return cls.model_validate_json(rundir.read_bytes(Path(run_dir), "result.json"))

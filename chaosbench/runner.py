@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from chaosbench.checks import evaluate
+from chaosbench import rundir
+from chaosbench.analyse import analyse
 from chaosbench.checks.history import History
 from chaosbench.checks.record import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from chaosbench.checks.registry import pending_count
-from chaosbench.checks.summary import checkpoint_stats, goodput, timeline
 from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
 from chaosbench.cluster import backend_primitives, pick_backend
 from chaosbench.cluster.lifecycle import UpDown
@@ -33,8 +33,7 @@ from chaosbench.faults.capabilities import missing_primitives, needs_of
 from chaosbench.faults.inprocess import is_cooperative
 from chaosbench.observer import EventTail, Progress
 from chaosbench.observer.progress import Stretch
-from chaosbench.recheck import apply_fault_verdicts, verdict_of
-from chaosbench.result import ClusterShape, FaultRecord, RunResult, ScenarioRef, write_run
+from chaosbench.result import ClusterShape, FaultRecord, RunResult, ScenarioRef
 from chaosbench.scenario import Scenario, load_scenario
 from chaosbench.scenario.cluster_spec import build_spec
 from chaosbench.scenario.schedule import Schedule
@@ -285,31 +284,30 @@ class Runner:
             if late:
                 self.harness["lines_after_collection"] = late
                 self.say(f"{late} event/log line(s) written during teardown set aside in {LATE_DIR}/")
-        (self.run_dir / "harness.json").write_text(json.dumps(self.harness, indent=1))
-        h = History.load(self.run_dir)
-        self._cooperative_times(h)
-        recs, checks = evaluate(h, self.s.expect)
-        apply_fault_verdicts(self.records, checks)   # each fault's own verdict goes on its record too
-        self.progress.checks_pending = 0
+        rundir.write_text(self.run_dir, "harness.json", json.dumps(self.harness, indent=1))
         c = self.s.cluster
-        verdict = verdict_of(checks, error)   # the same judgement `chaosbench recheck` makes later
-        finished = time.time()
-        result = RunResult(
-            run_id=self.run_id,
-            scenario=ScenarioRef(name=self.s.name, file=str(self.path) if self.path else None,
-                                 description=self.s.description),
-            backend=backend,
-            cluster=ClusterShape(nodes=c.nodes, procs_per_node=c.procs_per_node, min_nodes=c.elastic.min_nodes,
-                                 max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous),
-            seed=self.seed, command=self.opts.command or f"chaosbench run {self.path} --backend {backend} --seed {self.seed}",
-            started_at=started, finished_at=finished, duration_s=round(finished - started, 3),
-            verdict=verdict, error=error, ending=self.harness.get("ending"),
-            stop_reason=self.harness.get("stop_reason"), faults=list(self.records.values()), recoveries=recs, checks=checks,
-            checkpoints=checkpoint_stats(h), timeline=timeline(h), goodput=goodput(h))
-        write_run(self.run_dir, result, self.say)
+
+        def base(h: History) -> RunResult:   # the analyse step's History, loaded once for everything
+            self._cooperative_times(h)
+            finished = time.time()
+            return RunResult(
+                run_id=self.run_id,
+                scenario=ScenarioRef(name=self.s.name, file=str(self.path) if self.path else None,
+                                     description=self.s.description),
+                backend=backend,
+                cluster=ClusterShape(nodes=c.nodes, procs_per_node=c.procs_per_node, min_nodes=c.elastic.min_nodes,
+                                     max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous),
+                seed=self.seed,
+                command=self.opts.command or f"chaosbench run {self.path} --backend {backend} --seed {self.seed}",
+                started_at=started, finished_at=finished, duration_s=round(finished - started, 3),
+                error=error, ending=self.harness.get("ending"), stop_reason=self.harness.get("stop_reason"),
+                faults=list(self.records.values()))
+        # the same judgement `chaosbench recheck` makes later: one analyse step (chaosbench/analyse.py)
+        result = analyse(self.run_dir, self.s.expect, base, say=self.say, record_stop=True).result
+        self.progress.checks_pending = 0
         self.progress.phase = "done"
         self._tick()
-        return RunOutcome(self.s.name, self.run_dir, result, EXIT[verdict])
+        return RunOutcome(self.s.name, self.run_dir, result, EXIT[result.verdict])
 
 
 class Hold(UpDown):

@@ -1,5 +1,6 @@
-"""The recorded run, read once: everything diagnosis may look at comes from the run directory
-(docs/result.md), never from a live cluster, so a finished run can be diagnosed anywhere, any time."""
+"""The recorded run as diagnosis sees it: the run's History (chaosbench/checks/history.py, the one
+parse of its events, logs and inventories) plus result.json and the fault log's own lines, never a
+live cluster, so a finished run can be diagnosed anywhere, any time (docs/result.md)."""
 from __future__ import annotations
 
 import ast
@@ -10,10 +11,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from chaosbench.doctor.agent_logs import ERROR_LINE, line_ts
+from chaosbench import rundir
+from chaosbench.checks.history import History
 from chaosbench.jsonl import parse_jsonl
+from chaosbench.scenario.names import fault_file_name
 
 from .model import Evidence
 
@@ -37,64 +39,83 @@ class LogLine:
                         log=f"{self.node}.log", line=self.n)
 
 
-def _json(path: Path, default: Any) -> Any:
+def _json(run_dir: Path, rel: str, default: Any) -> Any:
+    text = rundir.read_text(run_dir, rel)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return json.loads(text) if text is not None else default
+    except ValueError:
         return default
-
-
-def _jsonl(path: Path) -> list[dict]:
-    try:
-        return parse_jsonl(path.read_text(encoding="utf-8", errors="replace").splitlines())
-    except OSError:
-        return []
 
 
 @dataclass
 class RunRecord:
     path: Path
-    result: dict = field(default_factory=dict)
-    harness: dict = field(default_factory=dict)
-    scenario: dict = field(default_factory=dict)
-    faults_log: list[dict] = field(default_factory=list)
-    inventories: dict[str, dict] = field(default_factory=dict)   # fault id -> inventory at that fault
-    checkpoints: dict = field(default_factory=dict)              # the inventory after the run
-    inventory_files: dict[str, str] = field(default_factory=dict)  # fault id -> the file it was read from
+    history: History = field(default_factory=History)
+    result: dict = field(default_factory=dict)   # result.json; {} while the analyse step has not written it
+    faults_log: list[dict] = field(default_factory=list)   # faults.jsonl's own lines (heal figures, TCP counts)
+
+    # what the History read, under the names the rules use
+    @property
+    def harness(self) -> dict:
+        return self.history.harness
+
+    @property
+    def scenario(self) -> dict:
+        return self.history.scenario
+
+    @property
+    def inventories(self) -> dict[str, dict]:
+        """fault id -> the inventory taken at that fault."""
+        return self.history.inventories
+
+    @property
+    def checkpoints(self) -> dict:
+        """The inventory after the run ({} when none was taken)."""
+        return self.history.inventory or {}
+
+    @property
+    def events(self) -> list[dict]:
+        """Trainer and node-watcher events of every rank, in time order, as the checks judged them
+        (clock-corrected, the watcher's duplicate steps left out)."""
+        return self.history.events
+
+    @property
+    def agent_events(self) -> list[dict]:
+        return self.history.agent_events
 
     def inventory_source(self, fault_id: str) -> str:
         """Where an inventory came from, as the run directory names it (evidence links)."""
-        return f"inventories/{self.inventory_files.get(fault_id, '')}"
+        try:
+            return f"inventories/{fault_file_name(fault_id)}"
+        except ValueError:
+            return "inventories/"
+
+    @classmethod
+    def of(cls, run_dir: str | Path, history: History, result: dict | None = None) -> "RunRecord":
+        """The record of a run whose History is loaded already (the analyse step): nothing parsed again."""
+        p = Path(run_dir)
+        log = rundir.read_text(p, "faults.jsonl")
+        return cls(path=p, history=history,
+                   result=_dict(result if result is not None else _json(p, "result.json", {})),
+                   faults_log=parse_jsonl(log.splitlines()) if log else [])
 
     @classmethod
     def load(cls, run_dir: str | Path) -> "RunRecord":
-        p = Path(run_dir)
-        try:
-            scenario = yaml.safe_load((p / "scenario.yaml").read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
-            scenario = {}
-        invs, files = {}, {}
-        for f in sorted((p / "inventories").glob("*.json")):
-            inv = _json(f, None)
-            if isinstance(inv, dict):
-                fid = str(inv.get("fault_id") or f.stem)
-                invs[fid], files[fid] = inv, f.name
-        return cls(path=p, result=_dict(_json(p / "result.json", {})), harness=_dict(_json(p / "harness.json", {})),
-                   scenario=scenario if isinstance(scenario, dict) else {}, faults_log=_jsonl(p / "faults.jsonl"),
-                   inventories=invs, inventory_files=files, checkpoints=_dict(_json(p / "checkpoints.json", {})))
+        """For a run directory on its own (`chaosbench doctor --run`): its History, loaded once."""
+        return cls.of(run_dir, History.load(Path(run_dir)))
 
     # -- logs -------------------------------------------------------------------------------------
     @cached_property
     def logs(self) -> dict[str, list[LogLine]]:
-        """node -> its log's lines; torchrun's glog lines carry a time, read against the run's start."""
+        """node -> its log's lines (the History's text of logs/node-*.log); torchrun's glog lines carry a
+        time, read against the run's end."""
         now = self.result.get("finished_at") or self.harness.get("stopped_at") or _mtime(self.path)
         out = {}
-        for f in sorted((self.path / "logs").glob("node-*.log")):
-            try:
-                text = f.read_text(encoding="utf-8", errors="replace")
-            except OSError:
+        for name, text in sorted(self.history.logs.items()):
+            if "/" in name or not (name.startswith("node-") and name.endswith(".log")):
                 continue
-            out[f.stem] = [LogLine(f.stem, i, t, _ts(t, now)) for i, t in enumerate(text.splitlines(), 1)]
+            node = name[:-len(".log")]
+            out[node] = [LogLine(node, i, t, _ts(t, now)) for i, t in enumerate(text.splitlines(), 1)]
         return out
 
     def errors(self, node: str) -> list[LogLine]:
@@ -144,27 +165,16 @@ class RunRecord:
                 out[node] = cfg
         return out
 
-    # -- events -----------------------------------------------------------------------------------
-    @cached_property
-    def agent_events(self) -> dict[str, list[dict]]:
-        return {f.stem[len("agent-"):]: _jsonl(f) for f in sorted((self.path / "events").glob("agent-*.jsonl"))}
-
-    @cached_property
-    def events(self) -> list[dict]:
-        """Trainer and node-watcher events of every rank, in time order."""
-        evs = [e for f in sorted((self.path / "events").glob("events-*.jsonl")) for e in _jsonl(f)]
-        return sorted(evs, key=lambda e: e.get("ts") or 0.0)
-
     # -- faults and recoveries --------------------------------------------------------------------
     @property
     def faults(self) -> list[dict]:
-        """result.json's faults; before it is written (the runner asks for the root cause while it collects),
-        the fault log's inject/heal lines."""
+        """result.json's faults; before it is written (the analyse step finds the root cause before the
+        checks), the History's fault windows: a cooperative fault at the time the job fired it."""
         listed = [f for f in self.result.get("faults") or [] if isinstance(f, dict)]
-        if listed or not self.faults_log:
+        if listed:
             return listed
-        from chaosbench.report.timeline import faults_from_log
-        return faults_from_log(self.faults_log)
+        return [{"id": w.id, "type": w.fault, "target": w.target, "params": w.params,
+                 "injected_at": w.injected_at, "healed_at": w.healed_at} for w in self.history.faults]
 
     @property
     def recoveries(self) -> list[dict]:

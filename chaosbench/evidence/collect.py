@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Callable
 
 from chaosbench.cluster.launch import S3_BUCKET
-from chaosbench.doctor.agent_logs import last_error
 from chaosbench.evidence import late_writes
 from chaosbench.evidence.inventory import take_inventory
 from chaosbench.evidence.inventory_s3 import s3_inventory
@@ -61,8 +60,9 @@ def inventory_at(cluster, run_dir: Path, fault_id: str) -> threading.Thread:
 
 
 def collect_evidence(cluster, run_dir: Path, harness: dict, walking: list[threading.Thread], say: Say) -> None:
-    """Logs and exit codes (the backend's collect()), the events, the root cause of a run that ended
-    badly, and the final checkpoint inventory. Runs before teardown: it needs the live cluster."""
+    """Logs and exit codes (the backend's collect()), the events and the final checkpoint inventory.
+    Runs before teardown: it needs the live cluster. Nothing here reads the events: the analyse step
+    (chaosbench/analyse.py) parses them once, and names the root cause of a run that ended badly."""
     if ids := cluster.record():   # backend ids for the run record (Slurm job and step ids)
         harness[cluster.backend] = ids
     try:
@@ -77,7 +77,6 @@ def collect_evidence(cluster, run_dir: Path, harness: dict, walking: list[thread
     except Exception as e:   # a cluster that never came up has nothing to copy
         say(f"events not collected: {type(e).__name__}: {e}")
         return
-    explain_exits(Path(run_dir), harness, say)
     for t in walking:   # the inventories taken at fault injections, still walking
         t.join(timeout=INVENTORY_WAIT_S)
     (Path(run_dir) / "checkpoints.json").write_text(json.dumps(inventory_of(cluster, nodes), indent=1))
@@ -88,31 +87,3 @@ def copy_events(src: Path, dst: Path) -> None:
     if src.is_dir() and src.resolve() != dst.resolve():
         for f in src.glob("*.jsonl"):
             shutil.copy2(f, dst / f.name)
-
-
-def explain_exits(run_dir: Path, harness: dict, say: Say) -> None:
-    """A run that stopped with every node gone, stuck or timed out names its root cause across nodes
-    (chaosbench/diagnosis) in harness['stop_reason']: the first failure in time and its error, the
-    node whose workers failed with it restart after restart; a peer's connection error that followed
-    is a consequence, not the cause. Without a failure in the logs: the last exception line of the
-    first log that has one."""
-    stop = harness.get("stop_reason") or ""
-    if not stop.startswith(("every node exited", "stuck", "timeout")):   # a crash loop may outlast the run
-        return
-    try:
-        from chaosbench.diagnosis.record import RunRecord
-        from chaosbench.diagnosis.rootcause import root_cause
-        cause = root_cause(RunRecord.load(run_dir))
-    except Exception as e:   # the verdict stands without it; say why the cause is missing
-        cause = None
-        say(f"root cause not found: {type(e).__name__}: {e}")
-    if cause is not None:
-        harness["stop_reason"] = f"{stop}; root cause: {cause.summary}"
-        harness["root_cause"] = {"node": cause.node, "error": cause.error, "repeats": cause.repeats,
-                                 "first_failure_at": cause.first_failure_at}
-        return
-    for log in sorted((run_dir / "logs").glob("node-*.log")):
-        why = last_error(log)
-        if why:
-            harness["stop_reason"] = f"{stop}; last exception in {log.stem}'s log: {why}"
-            return

@@ -1,7 +1,9 @@
-"""`python -m chaosbench.report PATH...`: re-render reports.
+"""`python -m chaosbench.report PATH...`: re-render reports from what the analyse step wrote.
 
-PATH is a run directory (reports/<run-id>, holding result.json) or a reports folder (every run in
-it is re-rendered). The index of each parent folder is rewritten. Exit 2 if any input was bad.
+PATH is a run directory (reports/<run-id>, holding result.json: its report.html is re-rendered) or a
+reports folder (every run in it is re-rendered, and the folder's index.html written). Nothing is
+written beside a single run directory: the folder above it may not be a reports folder at all.
+Exit 2 if any input was bad.
 """
 
 import sys
@@ -14,22 +16,24 @@ def main(argv: list[str]) -> int:
     if not argv:
         print("usage: python -m chaosbench.report RUN_DIR|REPORTS_DIR ...", file=sys.stderr)
         return 2
-    bad, indexes = 0, set()
+    bad, indexes = 0, []
     for arg in map(Path, argv):
-        runs = [arg] if (arg / "result.json").is_file() or not arg.is_dir() else \
-            sorted(d for d in arg.iterdir() if (d / "result.json").is_file())
+        single = (arg / "result.json").is_file() or not arg.is_dir()
+        runs = [arg] if single else sorted(d for d in arg.iterdir()
+                                           if not d.is_symlink() and (d / "result.json").is_file())
         if not runs:
             print(f"error: {arg}: no result.json here or in its subfolders; pass reports/<run-id> or reports/",
                   file=sys.stderr)
             bad += 1
+        elif not single:
+            indexes.append(arg)
         for run in runs:
             try:
                 print(render_run(run))
-                indexes.add(run.resolve().parent)
             except ReportInputError as exc:  # one broken run does not stop the others
                 print(f"error: {exc}", file=sys.stderr)
                 bad += 1
-    for folder in sorted(indexes):
+    for folder in indexes:
         print(render_index(folder))
     return 2 if bad else 0
 

@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from chaosbench import rundir
+
 
 # Characters XML 1.0 cannot hold at all (ANSI colour codes from logs, NULs): CI parsers reject the file.
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -76,5 +78,6 @@ def write_junit(result: dict[str, Any], path: Path) -> Path:
             el.text = _clean(el.text)
         for k, v in el.attrib.items():
             el.set(k, _clean(v))
-    tree.write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    text = ET.tostring(tree.getroot(), encoding="unicode", xml_declaration=True)
+    # never through a link planted in the run directory (chaosbench/rundir.py)
+    return rundir.write_text(Path(path).parent, Path(path).name, text + "\n")

@@ -1,8 +1,12 @@
 """Read a run directory (docs/result.md) into plain dicts and lists.
 
 The report depends only on the JSON layout, not on the runner's models, so any run directory
-written by any version of the runner renders. Missing optional pieces (events/, logs/, a field
-that could not be measured) are tolerated; a result.json that is not a JSON object is not.
+written by any version of the runner renders. What it shows comes from result.json and
+diagnosis.json, which the analyse step wrote (chaosbench/analyse.py); events/ and logs/ are read
+only as text for the searchable viewer, never parsed. Nothing is read through a link planted in the
+run directory (chaosbench/rundir.py): a linked part is left out and result.json's `links` names it.
+Missing optional pieces (events/, logs/, a field that could not be measured) are tolerated; a
+result.json that is not a JSON object is not.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaosbench import rundir
 from chaosbench.jsonl import parse_jsonl
 
 from .errors import ReportInputError
@@ -34,30 +39,28 @@ class TextFile:
 class RunDir:
     path: Path
     result: dict[str, Any]
-    event_paths: list[Path] = field(default_factory=list)
     event_files: list[TextFile] = field(default_factory=list)  # raw lines, for the searchable viewer
     logs: list[TextFile] = field(default_factory=list)
     faults_log: list[dict[str, Any]] = field(default_factory=list)
     exits: Any = None
     diagnosis: dict[str, Any] | None = None   # diagnosis.json (chaosbench/diagnosis): what broke, what to change
 
-    def parse_events(self) -> dict[str, list[dict[str, Any]]]:
-        """file name -> parsed lines; only needed (and paid for) when result.json has no timeline."""
-        return {p.name: parse_jsonl(p.read_text(encoding="utf-8", errors="replace").splitlines())
-                for p in self.event_paths}
-
 
 def load_result(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "result.json"
     if not run_dir.is_dir():
         raise ReportInputError(f"{run_dir}: not a directory; pass a run directory such as reports/<run-id>/")
-    if not path.is_file():
+    try:
+        data = rundir.read_bytes(run_dir, "result.json")
+    except rundir.LinkRefused as exc:
+        raise ReportInputError(f"{path}: {exc}") from exc
+    except OSError as exc:
         raise ReportInputError(
             f"{path}: not found; a run directory holds the result.json written by `chaosbench run` "
             "(see docs/result.md)"
-        )
+        ) from exc
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
+        result = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise ReportInputError(f"{path}: not UTF-8 text ({exc}); re-run or restore the file") from exc
     except json.JSONDecodeError as exc:
@@ -102,40 +105,43 @@ def _check_types(path: Path, result: dict[str, Any]) -> None:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _read_lines(path: Path, limit: int) -> TextFile:
-    # errors="replace": a log cut by a SIGKILL may end mid-UTF-8 sequence; show it, don't fail.
-    lines = _ANSI.sub("", path.read_text(encoding="utf-8", errors="replace")).splitlines()
+def _lines(text: str, name: str, limit: int) -> TextFile:
+    # the text was read with errors="replace": a log cut by a SIGKILL may end mid-UTF-8 sequence
+    lines = _ANSI.sub("", text).splitlines()
     omitted = max(0, len(lines) - limit)
-    return TextFile(name=path.name, lines=lines[omitted:], omitted=omitted)
+    return TextFile(name=name, lines=lines[omitted:], omitted=omitted)
 
 
-def load_run_dir(run_dir: str | Path) -> RunDir:
+def _text_files(run_dir: Path, sub: str, suffix: str, limit: int) -> list[TextFile]:
+    out = []
+    for name in rundir.files(run_dir, sub, suffix):
+        text = rundir.read_text(run_dir, f"{sub}/{name}")
+        if text is not None:
+            out.append(_lines(text, name, limit))
+    return out
+
+
+def _json_file(run_dir: Path, name: str) -> Any:
+    """A JSON file of the run, or None when absent, unreadable, a link or not JSON."""
+    text = rundir.read_text(run_dir, name)
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def load_run_dir(run_dir: str | Path, result: dict[str, Any] | None = None,
+                 diagnosis: dict[str, Any] | None = None) -> RunDir:
+    """The run's files for the report; `result` and `diagnosis` when the analyse step holds them already."""
     run_dir = Path(run_dir)
-    run = RunDir(path=run_dir, result=load_result(run_dir))
+    run = RunDir(path=run_dir, result=result if result is not None else load_result(run_dir))
     files = run.result.get("files") or {}
-    events_dir = run_dir / str(files.get("events") or "events")
-    logs_dir = run_dir / str(files.get("logs") or "logs")
-    if events_dir.is_dir():
-        run.event_paths = sorted(events_dir.glob("*.jsonl"))
-        run.event_files = [_read_lines(p, MAX_EVENT_LINES) for p in run.event_paths]
-    if logs_dir.is_dir():
-        for p in sorted(logs_dir.iterdir()):
-            if p.is_file():
-                run.logs.append(_read_lines(p, MAX_LOG_LINES))
-    faults_path = run_dir / "faults.jsonl"
-    if faults_path.is_file():
-        run.faults_log = parse_jsonl(faults_path.read_text(encoding="utf-8", errors="replace").splitlines())
-    diag_path = run_dir / "diagnosis.json"
-    if diag_path.is_file():
-        try:
-            d = json.loads(diag_path.read_text(encoding="utf-8"))
-            run.diagnosis = d if isinstance(d, dict) else None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            run.diagnosis = None  # the section says the diagnosis is missing; the rest renders
-    exits_path = run_dir / "exits.json"
-    if exits_path.is_file():
-        try:
-            run.exits = json.loads(exits_path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            run.exits = None  # shown as "not recorded"; result.json is the authority
+    events, logs = str(files.get("events") or "events"), str(files.get("logs") or "logs")
+    run.event_files = _text_files(run_dir, events, ".jsonl", MAX_EVENT_LINES)
+    run.logs = _text_files(run_dir, logs, "", MAX_LOG_LINES)
+    log = rundir.read_text(run_dir, "faults.jsonl")
+    run.faults_log = parse_jsonl(log.splitlines()) if log else []
+    d = diagnosis if diagnosis is not None else _json_file(run_dir, "diagnosis.json")
+    run.diagnosis = d if isinstance(d, dict) else None  # the section says the diagnosis is missing
+    run.exits = _json_file(run_dir, "exits.json")       # None: "not recorded"; result.json is the authority
     return run

@@ -1,22 +1,29 @@
-"""Render a run directory to report.html + junit.xml, and reports/ to index.html."""
+"""Render a run directory's report.html from what the analyse step wrote (result.json,
+diagnosis.json), and a reports folder's index.html. JUnit is the analyse step's (chaosbench/analyse.py)."""
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from chaosbench import rundir
+
 from . import fmt
 from .errors import ReportInputError
-from .junit import write_junit
 from .load import load_result, load_run_dir
 from .view import build_context, check_counts, compact_shape, verdict_of
 
 
+@functools.lru_cache(maxsize=1)
 def _env() -> Environment:
-    # Autoescape everything, .j2 included: logs and events are hostile input.
+    # Autoescape everything, .j2 included: logs and events are hostile input. One per process: compiling
+    # the templates costs more than rendering a run (a recheck of many runs compiles them once).
     env = Environment(loader=PackageLoader("chaosbench.report", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       trim_blocks=False, lstrip_blocks=False)
@@ -24,33 +31,22 @@ def _env() -> Environment:
     return env
 
 
-def _write(path: Path, text: str) -> Path:
-    # Write then rename: a CI artifact upload never sees half a report.
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def render_run(run_dir: str | Path) -> Path:
-    """Write run_dir/diagnosis.json, run_dir/report.html and run_dir/junit.xml from result.json, events/ and logs/."""
-    load_result(Path(run_dir))          # bad input is named before anything is written
-    try:
-        from chaosbench.diagnosis import write as write_diagnosis
-        write_diagnosis(run_dir)        # a pure function of the run dir: re-rendering re-diagnoses
-    except Exception:                   # the report stands without it; its section says it is missing
-        pass
-    run = load_run_dir(run_dir)
+def render_run(run_dir: str | Path, result: dict[str, Any] | None = None,
+               diagnosis: dict[str, Any] | None = None) -> Path:
+    """Write run_dir/report.html from result.json and diagnosis.json (or those the analyse step passes in)."""
+    run_dir = Path(run_dir)
+    if result is None:
+        result = load_result(run_dir)   # bad input is named before anything is written
+    run = load_run_dir(run_dir, result, diagnosis)
     try:
         html = _env().get_template("report.html.j2").render(**build_context(run))
-        write_junit(run.result, Path(run_dir) / "junit.xml")
     except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
         # load.py checks the top-level shape; a value of the wrong type deeper down ends here, not in
         # a traceback. result.json is the harness's own output, so this means a damaged or edited file.
-        raise ReportInputError(f"{Path(run_dir) / 'result.json'}: a field has an unexpected type or value "
+        raise ReportInputError(f"{run_dir / 'result.json'}: a field has an unexpected type or value "
                                f"({type(exc).__name__}: {exc}); re-run the scenario or restore the file "
                                "(docs/result.md lists the fields)") from exc
-    return _write(Path(run_dir) / "report.html", html)
+    return rundir.write_text(run_dir, "report.html", html)
 
 
 def _index_row(run_dir: Path) -> dict[str, Any]:
@@ -72,7 +68,8 @@ def _index_row(run_dir: Path) -> dict[str, Any]:
         "lost_steps": sum(rec.get("lost_steps") or 0 for rec in r.get("recoveries") or [])
         if any(rec.get("lost_steps") is not None for rec in r.get("recoveries") or []) else None,
         "goodput": (r.get("goodput") or {}).get("ratio"),
-        "report": f"{run_dir.name}/report.html" if report.is_file() else None,
+        # a relative link, quoted: a folder named `javascript:alert(1)` is a path here, never a scheme
+        "report": f"./{quote(run_dir.name)}/report.html" if _plain_file(report) else None,
     }
 
 
@@ -82,9 +79,24 @@ def render_index(reports_dir: str | Path) -> Path:
     if not reports_dir.is_dir():
         raise ReportInputError(f"{reports_dir}: not a directory; pass the reports folder (default: reports/)")
     runs = [_index_row(d) for d in sorted(reports_dir.iterdir())
-            if d.is_dir() and (d / "result.json").is_file()]
+            if _plain_dir(d) and _plain_file(d / "result.json")]
     runs.sort(key=lambda row: row["started_at"] if isinstance(row["started_at"], (int, float)) else 0.0,
               reverse=True)
     totals = {v: sum(1 for row in runs if row.get("verdict") == v) for v in ("passed", "failed", "error")}
     html = _env().get_template("index.html.j2").render(runs=runs, totals=totals)
-    return _write(reports_dir / "index.html", html)
+    return rundir.write_text(reports_dir, "index.html", html)
+
+
+def _plain_dir(p: Path) -> bool:
+    """A folder, not a link to one (a run directory linked into reports/ is not listed)."""
+    try:
+        return stat.S_ISDIR(os.lstat(p).st_mode)
+    except OSError:
+        return False
+
+
+def _plain_file(p: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(p).st_mode)
+    except OSError:
+        return False

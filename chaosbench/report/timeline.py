@@ -1,22 +1,18 @@
-"""The timeline the chart draws: taken from result.json, or rebuilt from events/ when absent.
+"""The timeline the chart draws, as the analyse step wrote it into result.json (checks/summary.py:
+the one place it is derived from the events), normalised so a damaged field reads as absent.
 
-The runner normally writes `timeline` into result.json; a run that broke before that point (verdict
-"error") may have events but no timeline, and its report should still show what happened.
+A record without a timeline (written by a runner that broke before it) shows no chart: `chaosbench
+recheck` derives it again from the events.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
-Events = dict[str, list[dict[str, Any]]]
+from typing import Any
 
 
-def timeline_of(result: dict[str, Any], parse_events: Callable[[], Events]) -> dict[str, Any]:
+def timeline_of(result: dict[str, Any]) -> dict[str, Any]:
     given = result.get("timeline")
-    if isinstance(given, dict) and given.get("steps"):
-        return _normalised(given)
-    events = parse_events()
-    return _normalised(from_events(events)) if events else _normalised(given or {})
+    return _normalised(given if isinstance(given, dict) else {})
 
 
 def _normalised(tl: dict[str, Any]) -> dict[str, Any]:
@@ -39,38 +35,6 @@ def _normalised(tl: dict[str, Any]) -> dict[str, Any]:
         "rendezvous": [r for r in rows("rendezvous") if has_ts(r)],
         "checkpoints": [r for r in rows("checkpoints") if has_ts(r)],
     }
-
-
-def from_events(events: Events) -> dict[str, Any]:
-    steps, restarts, rendezvous, checkpoints = [], [], [], []
-    seen_incarnations: set[tuple] = set()
-    for lines in events.values():
-        for e in lines:
-            ts, kind = e.get("ts"), e.get("event")
-            if not isinstance(ts, (int, float)):
-                continue
-            node, rank = e.get("node"), e.get("rank")
-            incarnation = (node, rank, e.get("restart_count"))
-            if incarnation not in seen_incarnations:
-                seen_incarnations.add(incarnation)
-                if (e.get("restart_count") or 0) > 0:
-                    restarts.append({"ts": ts, "node": node, "restart_count": e.get("restart_count")})
-            if kind == "step":
-                steps.append({k: e.get(k) for k in ("ts", "node", "rank", "step", "world_size",
-                                                     "restart_count", "loss")})
-            elif kind == "phase" and e.get("phase") == "rendezvous":
-                rendezvous.append({"ts": ts, "node": node})
-            elif kind in ("checkpoint_saved", "checkpoint_failed"):
-                checkpoints.append({"ts": ts, "node": node, "tier": e.get("tier"), "step": e.get("step"),
-                                    "ok": kind == "checkpoint_saved"})
-    steps.sort(key=lambda r: r["ts"])
-    world_size: list[list] = []
-    for r in steps:  # world size as seen by the training steps: changes only
-        ws = r.get("world_size")
-        if isinstance(ws, int) and (not world_size or world_size[-1][1] != ws):
-            world_size.append([r["ts"], ws])
-    return {"steps": steps, "world_size": world_size, "restarts": restarts,
-            "rendezvous": rendezvous, "checkpoints": checkpoints}
 
 
 def faults_from_log(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:

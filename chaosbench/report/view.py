@@ -6,17 +6,18 @@ from the right tier, how long did it take, what did it cost.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from chaosbench import rundir
 from chaosbench.observer.received import THRESHOLD_S
 
 from .chart import TIERS, build_chart
-from .load import RunDir
+from .lineage import build_lineage
+from .load import RunDir, _json_file
 from .schema import with_defaults
 from .timeline import faults_from_log, timeline_of
 
@@ -160,9 +161,8 @@ def tier_rows(checkpoints: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _slurm_ids(run_dir: Path) -> str | None:
     """'job 12; node-0 on c1: 12.0, 12.3; ...' from slurm.json (backend slurm), else None."""
-    try:
-        ids = json.loads((Path(run_dir) / "slurm.json").read_text())
-    except (OSError, ValueError):
+    ids = _json_file(run_dir, "slurm.json")
+    if not isinstance(ids, dict):
         return None
     nodes = "; ".join(f"{n} on {ids.get('hosts', {}).get(n, '?')}: {', '.join(steps)}"
                       for n, steps in sorted((ids.get("steps") or {}).items()))
@@ -177,14 +177,13 @@ def _natural(path: str) -> list:
 def held_files(run_dir: Path, t0: float | None) -> list[dict[str, Any]]:
     """What each node held on disk, seen by the harness itself: at each fault (inventories/<fault>.json)
     and after the run (checkpoints.json). A job without events shows its checkpoints here."""
-    sources = sorted((Path(run_dir) / "inventories").glob("*.json")) + [Path(run_dir) / "checkpoints.json"]
+    sources = [f"inventories/{n}" for n in rundir.files(run_dir, "inventories", ".json")] + ["checkpoints.json"]
     out = []
-    for path in sources:
-        try:
-            inv = json.loads(path.read_text(encoding="utf-8"))
-            files = [f for f in inv.get("files") or [] if isinstance(f, dict)]
-        except (OSError, ValueError, AttributeError):
-            continue          # absent or unreadable: the run's other evidence still stands
+    for rel in sources:
+        inv = _json_file(run_dir, rel)
+        if not isinstance(inv, dict):
+            continue          # absent, unreadable or a link: the run's other evidence still stands
+        files = [f for f in inv.get("files") or [] if isinstance(f, dict)]
         when = f"at {inv.get('fault_id')}" if inv.get("fault_id") else "after the run"
         if _num(inv.get("taken_at")) and _num(t0):
             when += f" (t+{inv['taken_at'] - t0:.1f} s)"
@@ -241,7 +240,7 @@ def build_context(run: RunDir) -> dict[str, Any]:
     recovery_rows = [_recovery_row(rec, fault_by_id.get(rec.get("fault_id")))
                      for rec in r.get("recoveries") or []]
     checks = r.get("checks") or []
-    timeline = timeline_of(r, run.parse_events)
+    timeline = timeline_of(r)
     chart = build_chart(r, timeline)
     scenario = r.get("scenario") or {}
     failing = [c for c in checks if c.get("status") == "failed"
@@ -269,22 +268,19 @@ def build_context(run: RunDir) -> dict[str, Any]:
         "goodput": r.get("goodput") or {},
         "chart": chart,
         "faults_from_log": faults_recovered,
-        "series_from_events": not (isinstance(r.get("timeline"), dict) and r["timeline"].get("steps")),
+        "lineage": build_lineage(run.result.get("lineage"), r, chart.t0),
+        "links": [str(x) for x in run.result.get("links") or []] if isinstance(run.result.get("links"), list) else [],
         "logs": run.logs,
         "event_files": run.event_files,
         "faults_log": run.faults_log,
         "exits": run.exits,
-        "clock_skew": clock_skew_of(run.path),
+        "clock_skew": _skew(run.result.get("clock_skew")),
         "clock_threshold": THRESHOLD_S,
     }
 
 
-def clock_skew_of(run_dir: Path) -> dict[str, dict]:
-    """Per node, the skew the harness measured (observer/received.py), where any node went beyond the
-    threshold; {} otherwise (a run without skew shows no table)."""
-    from chaosbench.observer.received import RECEIPTS, correct
-    from chaosbench.observer.tail import read_events
-    if not (run_dir / RECEIPTS).is_file() or not (run_dir / "events").is_dir():
+def _skew(skew: Any) -> dict[str, dict]:
+    """result.json's clock_skew (the analyse step's, only where a node went beyond the threshold)."""
+    if not isinstance(skew, dict):
         return {}
-    got = correct(read_events(run_dir / "events"), run_dir / "events", run_dir / RECEIPTS)
-    return dict(sorted(got.items())) if any(s.get("corrected") for s in got.values()) else {}
+    return {str(n): s for n, s in sorted(skew.items()) if isinstance(s, dict)}

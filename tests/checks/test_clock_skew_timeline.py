@@ -98,7 +98,10 @@ def test_the_rule():
 
 
 def test_the_report_shows_the_measured_skew_only_where_a_node_was_skewed(tmp_path):
-    from chaosbench.report.view import clock_skew_of
+    from chaosbench.analyse import shown_skew   # what result.json's clock_skew holds for the report
+
+    def clock_skew_of(run):
+        return shown_skew(History.load(run))
     (tmp_path / "a").mkdir(); (tmp_path / "b").mkdir()
     skewed = clock_skew_of(write_run(tmp_path / "a", 30.0))
     assert skewed[SKEWED]["max_s"] == pytest.approx(30.0, abs=POLL_S + 0.05) and skewed[SKEWED]["corrected"] > 0

@@ -23,21 +23,32 @@ def test_a_peers_connection_error_after_a_fault_is_a_consequence_not_the_cause()
     assert rc.summary.startswith("the injected fault f1 (kill_node node-1)"), rc.summary
 
 
+def _explained(d: Path, stop: str) -> dict:
+    """The analyse step's stop reason, before result.json exists (it finds the root cause before the checks)."""
+    from chaosbench.analyse import explain_stop
+    from chaosbench.checks.history import History
+    from chaosbench.diagnosis.record import RunRecord
+    from chaosbench.diagnosis.rootcause import root_cause
+    rec = RunRecord.of(d, History.load(d), result={})
+    harness = {"stop_reason": stop}
+    assert explain_stop(harness, rec, root_cause(rec))
+    assert not explain_stop(harness, rec, root_cause(rec))   # named once: a recheck adds nothing
+    return harness
+
+
 def test_the_stop_reason_names_the_root_cause_not_the_last_exception_of_the_first_log(run_copy):
-    from chaosbench.evidence.collect import explain_exits
     d = run_copy("missing_dir")
     harness = json.loads((d / "harness.json").read_text())
-    stop = harness["stop_reason"].split("; ")[0]
-    harness = {"stop_reason": stop}
-    explain_exits(d, harness, lambda m: None)
+    harness = _explained(d, harness["stop_reason"].split("; ")[0])
     assert "root cause: node-" in harness["stop_reason"] and "times with: RuntimeError: Parent directory" \
         in harness["stop_reason"], harness["stop_reason"]
 
 
 def test_report_opens_with_what_to_fix_linking_into_the_logs(run_copy):
-    from chaosbench.report import render_run
+    from chaosbench.recheck import recheck
     d = run_copy("keepalive_default")
-    html = render_run(d).read_text()
+    recheck(d)   # the analyse step writes diagnosis.json and the report
+    html = (d / "report.html").read_text()
     assert (d / "diagnosis.json").is_file()
     top, fix = html.index('id="what-to-fix"'), html.index('id="run"')
     assert top < fix and "finding-rdzv_keepalive_default" in html[top:fix]
@@ -45,17 +56,19 @@ def test_report_opens_with_what_to_fix_linking_into_the_logs(run_copy):
 
 
 def test_report_of_a_clean_run_has_no_advice(run_copy):
-    from chaosbench.report import render_run
-    html = render_run(run_copy("node_loss_plain")).read_text()
+    from chaosbench.recheck import recheck
+    d = run_copy("node_loss_plain")
+    recheck(d)
+    html = (d / "report.html").read_text()
     assert "finding-" not in html
 
 
 def test_cli_summary_prints_the_first_finding(run_copy, capsys):
     from chaosbench import cli
     from chaosbench.result import RunResult
-    from chaosbench.report import render_run
+    from chaosbench.recheck import recheck
     d = run_copy("missing_dir")
-    render_run(d)
+    recheck(d)
     outcome = SimpleNamespace(scenario="x", run_dir=d, result=RunResult.read(d), exit_code=1)
     cli._summary([outcome])
     out = capsys.readouterr().out
@@ -71,13 +84,11 @@ def test_doctor_run_prints_the_findings_for_a_finished_run(run_copy):
 
 
 def test_while_the_run_collects_the_fault_log_attributes_a_peers_timeout_to_the_injected_fault(run_copy):
-    """The runner asks before result.json exists: the fault comes from faults.jsonl."""
-    from chaosbench.evidence.collect import explain_exits
+    """The analyse step asks before result.json is written: the fault comes from the History's fault windows."""
     d = run_copy("hang_short_timeout")
     (d / "result.json").unlink()
     stop = json.loads((d / "harness.json").read_text())["stop_reason"].split("; root cause")[0]
-    harness = {"stop_reason": stop}
-    explain_exits(d, harness, lambda m: None)
+    harness = _explained(d, stop)
     assert "root cause: the injected fault f1 (pause_node node-1); node-0's rank 0 failed after it with: " \
         "RuntimeError:" in harness["stop_reason"], harness["stop_reason"]
 

@@ -1,7 +1,7 @@
 import pytest
 
 from chaosbench.report.chart import build_chart, nice_ticks
-from chaosbench.report.timeline import from_events, timeline_of
+from chaosbench.report.timeline import timeline_of
 from chaosbench.report.view import headline
 
 pytestmark = pytest.mark.timeout(60)
@@ -28,7 +28,7 @@ def _flapping(n_faults):
 
 def test_restarts_split_a_series_and_faults_get_windows():
     result, _ = _flapping(2)
-    chart = build_chart(result, timeline_of(result, dict))
+    chart = build_chart(result, timeline_of(result))
     assert len(chart.series) == 1 and len(chart.series[0].segments) == 10  # restart_count 0..9
     assert [f.label for f in chart.faults] == ["f1 kill_node node-1", "f2 kill_node node-1"]
     assert chart.faults[0].recovery_label == "↺ memory @ step 5 · 3.0 s"
@@ -37,27 +37,12 @@ def test_restarts_split_a_series_and_faults_get_windows():
 
 def test_many_faults_use_short_labels_and_a_summary_headline():
     result, rows = _flapping(6)
-    chart = build_chart(result, timeline_of(result, dict))
+    chart = build_chart(result, timeline_of(result))
     assert [f.label for f in chart.faults] == [f"f{i}" for i in range(1, 7)]
     assert all(f.recovery_label == "" for f in chart.faults)
     assert "f6 kill_node node-1: injected t+60.0s" in chart.faults[-1].title
     assert headline(result, rows) == ["6 recoveries: memory ×6; recovery median 6.0 s, worst 8.0 s; "
                                       "6 steps lost in total."]
-
-
-def test_timeline_from_events_marks_restarts_rendezvous_and_saves():
-    ev = [
-        {"ts": 1.0, "event": "phase", "phase": "rendezvous", "node": "node-0", "rank": 0, "restart_count": 0},
-        {"ts": 2.0, "event": "step", "step": 1, "node": "node-0", "rank": 0, "world_size": 2, "restart_count": 0},
-        {"ts": 2.1, "event": "checkpoint_failed", "tier": "nvme", "step": 1, "node": "node-0", "rank": 0},
-        {"ts": 5.0, "event": "phase", "phase": "rendezvous", "node": "node-0", "rank": 0, "restart_count": 1},
-        {"ts": 6.0, "event": "step", "step": 2, "node": "node-0", "rank": 0, "world_size": 1, "restart_count": 1},
-    ]
-    tl = from_events({"events-node-0-local0.jsonl": ev})
-    assert tl["world_size"] == [[2.0, 2], [6.0, 1]]
-    assert tl["restarts"] == [{"ts": 5.0, "node": "node-0", "restart_count": 1}]
-    assert len(tl["rendezvous"]) == 2
-    assert tl["checkpoints"] == [{"ts": 2.1, "node": "node-0", "tier": "nvme", "step": 1, "ok": False}]
 
 
 def test_recovery_phases_strip_and_one_restart_line_per_round():
@@ -67,7 +52,7 @@ def test_recovery_phases_strip_and_one_restart_line_per_round():
     rec.update(injected_at=t, detected_at=t + 0.5, rendezvous_done_at=t + 1.5, restored_at=t + 1.7,
                first_step_at=t + 2.0)
     result["timeline"]["restarts"] = [{"ts": t + 1.0, "node": n, "restart_count": 1} for n in ("node-0", "node-1")]
-    chart = build_chart(result, timeline_of(result, dict))
+    chart = build_chart(result, timeline_of(result))
     assert [p.phase for p in chart.phases] == ["detection", "rendezvous", "restore", "first"]
     assert chart.phases[1].title == "f1 rendezvous: 1.00 s"
     assert len(chart.restarts) == 2 and len(chart.restart_lines) == 1

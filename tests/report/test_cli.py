@@ -11,11 +11,15 @@ def _run(*args):
                           capture_output=True, text=True, timeout=60)
 
 
-def test_module_renders_run_and_index(passing_run):
+def test_module_renders_a_run_and_writes_nothing_beside_it(passing_run):
+    """A single run directory gets its report; the folder above it is not the command's to write
+    (`python -m chaosbench.report DIR` overwrote DIR/../index.html)."""
+    beside = passing_run.parent / "index.html"
+    beside.write_text("someone else's page")
     proc = _run(passing_run)
     assert proc.returncode == 0, proc.stderr
-    assert (passing_run / "report.html").is_file() and (passing_run / "junit.xml").is_file()
-    assert (passing_run.parent / "index.html").is_file()
+    assert (passing_run / "report.html").is_file()
+    assert beside.read_text() == "someone else's page" and "index.html" not in proc.stdout
 
 
 def test_module_renders_a_reports_folder_and_reports_bad_runs(passing_run, failing_run, tmp_path):

@@ -3,7 +3,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from chaosbench.report import ReportInputError, render_index, render_run
+from chaosbench.report import ReportInputError, render_index, render_run, write_junit
 
 from .htmltext import Page
 from .rundir import HOSTILE, build
@@ -61,8 +61,13 @@ def test_failing_run_says_why(failing_run):
     assert "nvme step 20 FAILED" in text
 
 
+def _junit(run_dir):
+    """junit.xml as the analyse step writes it, from result.json (the report does not write it)."""
+    return write_junit(json.loads((run_dir / "result.json").read_text()), run_dir / "junit.xml")
+
+
 def test_junit_passing(passing_run):
-    render_run(passing_run)
+    _junit(passing_run)
     suite = ET.parse(passing_run / "junit.xml").getroot().find("testsuite")
     assert suite.get("tests") == "5" and suite.get("failures") == "0" and suite.get("errors") == "0"
     assert [c.get("name") for c in suite.iter("testcase")][0] == "recovered_from"
@@ -70,7 +75,7 @@ def test_junit_passing(passing_run):
 
 
 def test_junit_failing_and_not_evaluated(failing_run):
-    render_run(failing_run)
+    _junit(failing_run)
     suite = ET.parse(failing_run / "junit.xml").getroot().find("testsuite")
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     assert suite.get("failures") == "2" and suite.get("skipped") == "1"
@@ -85,7 +90,7 @@ def test_junit_error_verdict_is_an_error_case(passing_run):
     result = json.loads((passing_run / "result.json").read_text())
     result.update(verdict="error", error="cluster did not come up: etcd not healthy after 30 s", checks=[])
     (passing_run / "result.json").write_text(json.dumps(result))
-    render_run(passing_run)
+    _junit(passing_run)
     suite = ET.parse(passing_run / "junit.xml").getroot().find("testsuite")
     assert suite.get("errors") == "1"
     assert "etcd not healthy" in suite.find("testcase/error").get("message")
@@ -136,14 +141,15 @@ def test_missing_fields_read_not_measured_never_zero(passing_run):
     assert "not measured goodput vs fault-free" in text
 
 
-def test_timeline_rebuilt_from_events_when_result_has_none(passing_run):
+def test_the_report_never_parses_events_a_record_without_timeline_shows_no_chart(passing_run):
+    """The timeline is the analyse step's (result.json); the report does not derive it again from events/."""
     result = json.loads((passing_run / "result.json").read_text())
     result["timeline"] = None
     (passing_run / "result.json").write_text(json.dumps(result))
     page = _page(passing_run)
-    assert page.count("polyline") == 5
-    assert "Timeline rebuilt from events/" in page.all_text()
-    assert "node-0 restart 1" in page.all_text()
+    assert page.count("polyline") == 0
+    assert "no training steps recorded" in page.all_text()
+    assert "checkpoint_loaded" in page.all_text()   # the events are still there to read, as text
 
 
 def test_report_is_self_contained(failing_run):
@@ -165,7 +171,7 @@ def test_index_lists_runs_newest_first_and_survives_a_broken_one(passing_run, fa
     (broken / "result.json").write_text("{not json")
     page = Page(render_index(tmp_path).read_text())
     links = [a["href"] for t, a in page.tags if t == "a"]
-    assert links == [f"{failing_run.name}/report.html", f"{passing_run.name}/report.html"]
+    assert links == [f"./{failing_run.name}/report.html", f"./{passing_run.name}/report.html"]
     text = page.all_text()
     assert "2 runs" not in text and "3 runs: 1 passed, 1 failed, 0 could not run." in text
     assert "invalid JSON at line 1, column 2" in text
@@ -219,15 +225,15 @@ def test_fault_error_is_shown(passing_run):
 
 
 def test_broken_run_shows_faults_from_the_fault_log(passing_run):
-    """A run that broke before result.json listed its faults still shows them, from faults.jsonl."""
+    """A record that lists no faults still shows them, from faults.jsonl (the events stay unread:
+    without the analyse step's timeline there is no chart)."""
     (passing_run / "result.json").write_text(json.dumps({"verdict": "error", "error": "harness interrupted"}))
     page = _page(passing_run)
     text = page.all_text()
-    assert "kill_node node-2: no recovery recorded, 2 restart(s) during it." in text
+    assert "kill_node node-2: no recovery recorded." in text
     assert "Faults rebuilt from faults.jsonl" in text
     assert "⚡ f1 kill_node node-2" in text
-    assert page.count("polyline") == 5  # timeline from events/
-    assert "t+12.0 s" in text  # relative to the first event (rendezvous at +0.5 s), not a raw unix time
+    assert page.count("polyline") == 0
     assert "result.json has no checkpoint statistics" in text
 
 
@@ -267,7 +273,7 @@ def test_junit_survives_control_characters(failing_run):
     result = json.loads((failing_run / "result.json").read_text())
     result["checks"][0]["reason"] = "\x1b[31mFAILED\x1b[0m <&> \x00"
     (failing_run / "result.json").write_text(json.dumps(result))
-    render_run(failing_run)
+    _junit(failing_run)
     case = ET.parse(failing_run / "junit.xml").getroot().find("testsuite/testcase")
     assert case.find("failure").get("message").endswith("\ufffd[31mFAILED\ufffd[0m <&> \ufffd")
 
