@@ -130,7 +130,10 @@ def evidence(h: History, e: Expect) -> CheckResult:
         if r.fault_id is None:
             continue   # a restore before any fault: a checkpoint of an earlier run, nothing to hold it against
         inv = h.inventories.get(r.fault_id)
-        if inv is None:
+        if inv is None and (h.inventory is not None or h.inventories):   # this harness takes them: one is missing
+            bad.append(f"{inc.label} loaded {r.tier}@{r.step} after {r.fault_id}, but no inventory of that fault "
+                       f"is in the record (inventories/{r.fault_id}.json)")
+        elif inv is None:
             unknown.append(f"{inc.label}'s restore after {r.fault_id}: no inventory was taken at that fault")
         elif float(inv.get("started_at", inv.get("taken_at", 0.0)) or 0.0) > r.ts:
             bad.append(f"{inc.label} loaded {r.tier}@{r.step} before the inventory at {r.fault_id} was begun")

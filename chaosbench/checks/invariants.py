@@ -158,7 +158,7 @@ def liveness(h: History, e: Expect) -> CheckResult:
             if cause is not None and cause.at is not None:
                 start, bound, why = max(a.ts, cause.at), fbound, f"restart after {cause.what}"
         else:
-            hit = [f for f in h.faults if a.ts < (f.healed_at or f.injected_at) and b.ts > f.injected_at - TOL_S]
+            hit = [f for f in h.faults if a.ts < (f.healed_at or f.injected_at) and b.ts > f.injected_at]
             if hit:
                 start, bound, why = max(a.ts, hit[0].injected_at), fbound, f"during {hit[0].id} ({hit[0].fault})"
         gap = end - start
