@@ -107,6 +107,15 @@ def consistency(h: History, e: Expect) -> CheckResult:
     return passed(name, expected, ending, f"ending {ending or 'not recorded'}; lineage reaches step {top}")
 
 
+def _same_copy(invalid: dict, node: str, source: str | None) -> bool:
+    """Did this checkpoint_invalid reject the copy that was then loaded? A rank that found its own copy
+    corrupt may load the same step from a peer (source: peer); a rejection by every rank together (the
+    reference trainer's "every rank falls back") rejects every copy."""
+    if "every rank falls back" in str(invalid.get("error", "")):
+        return True
+    return str(invalid.get("node")) == node and source != "peer"
+
+
 def evidence(h: History, e: Expect) -> CheckResult:
     name, expected = "invariant:evidence", ("every restore verified by checksum, not one the job called invalid, "
                                             "and backed by the inventory taken before it")
@@ -121,7 +130,8 @@ def evidence(h: History, e: Expect) -> CheckResult:
             bad.append(f"{inc.label} loaded {r.tier}@{r.step} with checksum_ok={r.checksum_ok!r}")
         rejected = [x for m in lin.rounds[inc.round].members for x in m.events
                     if x.get("event") == "checkpoint_invalid" and x.get("step") == r.step
-                    and (x.get("tier") is None or r.tier is None or x.get("tier") == r.tier) and x["ts"] <= r.ts]
+                    and (x.get("tier") is None or r.tier is None or x.get("tier") == r.tier) and x["ts"] <= r.ts
+                    and _same_copy(x, inc.node, r.source)]
         if rejected:
             bad.append(f"{inc.label} loaded {r.tier}@{r.step}, which {rejected[0].get('node')} rank "
                        f"{rejected[0].get('rank')} called invalid before ({rejected[0].get('error', '')[:80]})")
