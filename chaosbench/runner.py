@@ -33,6 +33,7 @@ from chaosbench.faults.capabilities import missing_primitives, needs_of
 from chaosbench.faults.inprocess import is_cooperative
 from chaosbench.observer import EventTail, Progress
 from chaosbench.observer.progress import Stretch
+from chaosbench.observer.received import RECEIPTS
 from chaosbench.result import ClusterShape, FaultRecord, RunResult, ScenarioRef
 from chaosbench.scenario import Scenario, load_scenario
 from chaosbench.scenario.cluster_spec import build_spec
@@ -148,7 +149,7 @@ class Runner:
         """Inject and heal as the schedule says until the stop rule says stop."""
         sched = Schedule(self.s.faults, self.seed)
         faults = self._prepare_faults(cluster, sched)
-        tail = EventTail(cluster.events_dir)
+        tail = EventTail(cluster.events_dir, receipts=self.run_dir / RECEIPTS)   # in the record on every backend
         rule = StopRule.of(self.s, self.harness["training_started_at"])
         t0, target = rule.started_at, rule.target
         reached_at, said_waiting, next_status, next_ended = None, False, 0.0, 0.0

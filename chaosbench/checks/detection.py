@@ -111,8 +111,9 @@ def _verdict(h: History, bound: float, fid: str, kind: str, recs: list[Recovery]
     if sign is not None:
         took = round(max(0.0, sign[0] - fw.injected_at), 3)
         ok = took <= bound
-        return (passed if ok else failed)(name, expected, took, f"{fid} ({kind}) on {fw.target or 'its target'}: "
-                                                                f"noticed after {took:g} s ({sign[1]})")
+        return h.timed((passed if ok else failed)(name, expected, took, f"{fid} ({kind}) on {fw.target or 'its target'}: "
+                                                                        f"noticed after {took:g} s ({sign[1]})"),
+                       bound - took)   # the clock-skew caveat (History.timed)
     end = run_end(h)
     lasted = None if end is None else round(end - fw.injected_at, 1)
     if lasted is None or lasted < bound:

@@ -46,8 +46,8 @@ def planned(h: History) -> list[dict]:
 
 
 def _no_log(h: History) -> str | None:
-    """Why the fault log holds no evidence at all, or None."""
-    if h.source is not None and not (h.source / "faults.jsonl").is_file():
+    """Why the fault log holds no evidence at all though the record needs one (checks/record.py), or None."""
+    if any(p.part == "faults.jsonl" and p.problem.startswith("missing") for p in h.integrity):
         return "no evidence it was injected: faults.jsonl, the fault log, is missing"
     return None
 

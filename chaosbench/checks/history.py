@@ -77,8 +77,10 @@ class History:
         h._load_events(run_dir, required=not broke)
         h._load_faults(run_dir, required=not broke)
         h.exits = record.load_json(run_dir, "exits.json", None if broke else h.integrity,
-                                   "the backend records every node's exits when the evidence is collected") or {}
-        if not isinstance(h.exits, dict):
+                                   "the backend records every node's exits when the evidence is collected")
+        if h.exits is None:
+            h.exits = {}
+        elif not isinstance(h.exits, dict):
             h.integrity.append(record.IntegrityProblem("exits.json", "not a JSON object", "rerun; exits.json maps "
                                                        "each node to its exits"))
             h.exits = {}
@@ -110,6 +112,12 @@ class History:
         measured = None
         if (run_dir / RECEIPTS).is_file():   # order and time events by what the harness saw (clock skew)
             measured = self.clock_skew = correct(self.events, events_dir, run_dir / RECEIPTS)
+        elif self.schema_version >= 1 and required and self.events:
+            self.integrity.append(record.IntegrityProblem(
+                RECEIPTS, "missing: no node's clock skew can be measured",
+                "the live tail writes it in the run directory on every poll that reads an event line"))
+        elif self.events:
+            self.unjudged.append(f"{RECEIPTS} (the record may predate it: clock skew not measured)")
         cluster = self.scenario.get("cluster") if isinstance(self.scenario.get("cluster"), dict) else {}
         kinds = {p.get("type") for p in self.harness.get("faults_planned") or [] if isinstance(p, dict)}
         kinds |= {p["type"] for p in record.scenario_faults(self.scenario)}

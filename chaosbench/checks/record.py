@@ -149,7 +149,8 @@ def foreign_ids(events: list[dict], origin: dict[int, str], run_id: str | None) 
                                             "a run's events directory holds only its own events; "
                                             "do not reuse or copy events directories between runs"))
     if seen > 20:
-        out.append(IntegrityProblem("events/", f"{seen - 20} more event(s) of another run", "as above"))
+        out.append(IntegrityProblem("events/", f"{seen - 20} more event(s) of another run ({basis} is {own!r})",
+                                    "as above"))
     return out
 
 

@@ -105,4 +105,7 @@ def _verdict(h: History, bound: float, fid: str, kind: str, done: list[float]) -
               f"(injection to {how}) vs {before:.2f} steps/s over the {pre[-1] - pre[0]:.1f} s before it{since}: "
               + (f"x{factor:.2f} slower" if during > 0 else "no step at all"))
     ok = during > 0 and factor <= bound
-    return (passed if ok else failed)(name, expected, observed, f"{detail} (bound x{bound:g})")
+    # the clock-skew caveat (History.timed): a skew moves steps across the window's edges; the margin is
+    # how long the window could lose steps, at the faster of the two rates, before the bound is crossed
+    margin = (during - before / bound) * window / max(before, during) if during > 0 else None
+    return h.timed((passed if ok else failed)(name, expected, observed, f"{detail} (bound x{bound:g})"), margin)

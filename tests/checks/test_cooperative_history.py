@@ -33,6 +33,7 @@ def run_dir(tmp_path: Path, kind="worker_error", params=None, fired=None, refuse
     (tmp_path / "faults.jsonl").write_text(json.dumps({"ts": T0 + delivered, "id": fid, "fault": kind,
                                                        "action": "inject", "target": target, "params": params,
                                                        "took_s": 0.001}) + "\n")
+    (tmp_path / "scenario.yaml").write_text("cluster: {backend: local}\n")   # one host clock: skew taken as 0
     (tmp_path / "harness.json").write_text(json.dumps({
         "training_started_at": T0, "stopped_at": T0 + 20.5, "stop_reason": "reached step", "ending": "reached_step",
         "faults_planned": [{"id": fid, "type": kind, "trigger": "at 5 s", "healable": False, "heal_after_s": None}]}))
