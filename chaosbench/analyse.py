@@ -27,6 +27,8 @@ from chaosbench.scenario.model import Expect
 Say = Callable[[str], None]
 # endings whose stop reason names the root cause across nodes (a crash loop may outlast the run)
 EXPLAINED = ("every node exited", "stuck", "timeout")
+# what this step writes: a link planted at one of these names is replaced, never read or followed
+OUTPUTS = {"report.html", "junit.xml", "diagnosis.json", "result.previous.json"}
 
 
 @dataclass
@@ -92,13 +94,12 @@ def lineage_of(h: History, say: Say) -> dict | None:
         return None
 
 
-def links_check(links: list[str]) -> CheckResult | None:
-    """Symlinks inside a run directory are parts the record cannot vouch for: the run fails on them."""
-    if not links:
-        return None
-    return CheckResult(name="run_dir_links", status="failed", expected="no symlinks in the run directory",
-                       observed=links, reason=f"{', '.join(links[:5])}{' ...' if len(links) > 5 else ''}: "
-                       f"symlink(s) in the run directory, not read by the report ({rundir.FIX})")
+def report_links(h: History, links: list[str]) -> None:
+    """A symlink inside a run directory is a part the record cannot vouch for (a downloaded artifact can
+    point it anywhere): an integrity problem of the record, so `record_integrity` fails naming it."""
+    from chaosbench.checks.record import IntegrityProblem
+    h.integrity += [IntegrityProblem(part, "a symlink: not the run's own file; the report does not read it",
+                                     rundir.FIX) for part in links]
 
 
 def analyse(run_dir: str | Path, expect: Expect, base: Callable[[History], RunResult], *, say: Say,
@@ -108,8 +109,9 @@ def analyse(run_dir: str | Path, expect: Expect, base: Callable[[History], RunRe
     into harness.json (a recheck leaves the harness record as the run left it); `write=False` writes
     nothing (`chaosbench recheck --dry-run`)."""
     run_dir = Path(run_dir)
-    links = rundir.links(run_dir)
+    links = [x for x in rundir.links(run_dir) if x not in OUTPUTS and not x.endswith(".tmp")]
     h = History.load(run_dir)
+    report_links(h, links)
     rec = RunRecord.of(run_dir, h, result={})
     try:
         cause = root_cause(rec)
@@ -120,8 +122,6 @@ def analyse(run_dir: str | Path, expect: Expect, base: Callable[[History], RunRe
         rundir.write_text(run_dir, "harness.json", json.dumps(h.harness, indent=1))
     first = base(h)
     recs, checks = evaluate(h, expect)
-    if (bad := links_check(links)) is not None:
-        checks.append(bad)
     faults = {f.id: f.model_copy() for f in first.faults}
     apply_fault_verdicts(faults, checks)
     result = first.model_copy(update={

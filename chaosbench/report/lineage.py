@@ -141,7 +141,7 @@ def _add_incarnation(track: Track, inc: dict, prev: tuple[dict, float] | None, x
     restored = (f"restored {rs.get('tier') or 'tier not said'} step {rs.get('step')}"
                 + (f" after {rs['fault_id']}" if rs.get("fault_id") else "")) if rs else "no restore seen"
     trained = f"steps {first}–{last}" if _num(first) and _num(last) else "no step trained"
-    title = f"{who} from {when}: {trained}; {restored}; ended: {inc.get('ended') or 'not said'}"
+    title = f"{who} from {when}: {trained}; {restored}; ended: {str(inc.get('ended') or 'not said')[:200]}"
     if _num(begin) and _num(last):
         track.bars.append(Bar(x(begin), max(2.0, x(last) - x(begin)), y, colour, title))
     else:
