@@ -108,3 +108,12 @@ def test_a_run_whose_harness_broke_needs_only_its_harness_record(tmp_path):
     (run / "harness.json").write_text(json.dumps({"ending": "error", "schema_version": 1, "run_id": "x"}))
     h, _ = judged(run)
     assert h.integrity == []
+
+
+@pytest.mark.parametrize("expect", [{"optional": ["record_integrity"]}, {"relax": {"record_integrity": "a story"}}])
+def test_no_scenario_can_relax_the_record_integrity(expect):
+    from chaosbench.scenario import ScenarioError
+    from chaosbench.scenario.loader import parse_scenario
+    data = {"name": "x", "trainer": {"config": "tiny"}, "expect": {"reaches_step": 10, **expect}}
+    with pytest.raises(ScenarioError, match="record_integrity"):
+        parse_scenario(data, source="x.yaml")
