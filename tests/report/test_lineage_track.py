@@ -60,7 +60,6 @@ def test_no_track_without_a_restart_or_without_a_lineage():
 
 
 def test_a_recorded_run_with_a_restart_shows_its_track(tmp_path):
-    pytest.importorskip("chaosbench.checks.lineage")
     d = Path(shutil.copytree(DATA / "worker_error", tmp_path / "run"))
     recheck(d)
     lineage = json.loads((d / "result.json").read_text())["lineage"]
