@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU path in one call, for a machine with one GPU (docs/gpu.md): the machine's description,
 # then bench/gpu_probe.py. Writes under $OUT (default: a new temp dir): env.txt, console.log,
-# gpu_probe.json, logs.tgz. PROBE_BUDGET_S bounds the probe (default 270 s).
+# gpu_probe.json, logs.tgz. PROBE_BUDGET_S bounds the probe (default 270 s); PROBE_ONLY=a,b runs only
+# those cases (the keys of gpu_probe.json).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$(mktemp -d /tmp/gpu-path-XXXXXX)}
@@ -17,5 +18,5 @@ BUDGET=${PROBE_BUDGET_S:-270}
   df -h /dev/shm /tmp 2>&1
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-PYTHONUNBUFFERED=1 timeout -k 5 $((BUDGET + 20)) "$PY" bench/gpu_probe.py --out "$OUT" --budget "$BUDGET" 2>&1 | tee "$OUT/console.log"
+PYTHONUNBUFFERED=1 timeout -k 5 $((BUDGET + 20)) "$PY" bench/gpu_probe.py --out "$OUT" --budget "$BUDGET" --only "${PROBE_ONLY:-}" 2>&1 | tee "$OUT/console.log"
 echo "gpu_path: probe exit ${PIPESTATUS[0]}; results in $OUT"

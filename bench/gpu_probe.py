@@ -42,11 +42,12 @@ HANG_TIMEOUT_S = 10.0
 
 # -- worker modes (run under torchrun by the cases below) ----------------------------------------
 def byo_worker(steps: int) -> None:
-    """A default-settings DDP job on NCCL: what a user's script looks like."""
+    """A default-settings DDP job on NCCL: what a user's script looks like. PROBE_SAME_GPU=1 puts
+    every rank on GPU 0 (what NCCL refuses), instead of cuda:LOCAL_RANK (no such GPU past the first)."""
     import torch
     import torch.distributed as dist
     dist.init_process_group("nccl")
-    dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+    dev = torch.device("cuda", 0 if os.environ.get("PROBE_SAME_GPU") == "1" else int(os.environ["LOCAL_RANK"]))
     torch.cuda.set_device(dev)
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(1024, 1024).to(dev), device_ids=[dev.index])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -114,6 +115,8 @@ class Launch:
             self.lines.append((t, line.rstrip("\n")))
             self.log.write(f"{t:8.3f} {line}")
             self.log.flush()
+        self.p.wait()
+        self.ended_s = time.time() - self.t0    # when it ended, not when a caller got round to wait()
 
     def wait(self, bound_s: float) -> int | None:
         """Exit status, or None if still running after bound_s (then it is stopped)."""
@@ -127,8 +130,8 @@ class Launch:
             except subprocess.TimeoutExpired:
                 os.killpg(self.p.pid, signal.SIGKILL)
                 self.p.wait()
-        self.wall_s = round(time.time() - self.t0, 2)
         self.reader.join(timeout=5)
+        self.wall_s = round(getattr(self, "ended_s", time.time() - self.t0), 2)
         self.log.close()
         return rc
 
@@ -224,27 +227,32 @@ def reference_trainer(out: Path, scratch: Path, name: str, config: str, steps: i
     }
 
 
-def byo_cases(out: Path, scratch: Path, gpu: bool) -> dict[str, Launch]:
+def byo_cases(out: Path, scratch: Path, gpu: bool) -> dict:
     """Started together (none is timed here): the example job plain and instrumented (CPU/gloo as
     written), a default-settings NCCL DDP job, and two NCCL ranks on one GPU."""
     base = {**os.environ}
     ex = ROOT / "examples" / "byo_ddp"
     args = ["--steps", "20", "--step-time", "0.05"]
-    runs = {
-        "byo_example_plain": Launch(torchrun_cmd(2, [str(ex / "train_plain.py"), *args,
-                                                     "--ckpt-dir", str(scratch / "byo-plain")]),
-                                    base, out / "byo-example-plain.log"),
-        "byo_example_instrumented": Launch(
+    cases = {   # name: (command, env, log); started by the caller, which may pick some
+        "byo_example_plain": (torchrun_cmd(2, [str(ex / "train_plain.py"), *args, "--ckpt-dir", str(scratch / "byo-plain")]),
+                              base, "byo-example-plain.log"),
+        "byo_example_instrumented": (
             torchrun_cmd(2, [str(ex / "train_instrumented.py"), *args, "--ckpt-dir", str(scratch / "byo-instr")]),
             {**base, "PYTHONPATH": str(ROOT), "CHAOSBENCH_EVENTS_DIR": str(scratch / "byo-instr-events"),
              "CHAOSBENCH_NODE": "gpu-node-0", "CHAOSBENCH_RUN_ID": "gpu-probe-byo"},
-            out / "byo-example-instrumented.log"),
+            "byo-example-instrumented.log"),
     }
     if gpu:
-        runs["byo_nccl"] = Launch(torchrun_cmd(1, [__file__, "--mode", "byo"]), base, out / "byo-nccl.log")
-        runs["two_ranks_one_gpu"] = Launch(torchrun_cmd(2, [__file__, "--mode", "byo"]), base,
-                                           out / "two-ranks-one-gpu.log")
-    return runs
+        byo = [__file__, "--mode", "byo"]
+        cases["byo_nccl"] = (torchrun_cmd(1, byo), base, "byo-nccl.log")
+        cases["byo_nccl_two_ranks_local_rank_gpu"] = (torchrun_cmd(2, byo), base, "byo-two-ranks-local-rank-gpu.log")
+        cases["two_ranks_one_gpu"] = (torchrun_cmd(2, byo), {**base, "PROBE_SAME_GPU": "1"}, "two-ranks-one-gpu.log")
+        cases["trainer_two_ranks_one_gpu"] = (
+            torchrun_cmd(2, ["-m", "trainer.train", "--config", "trainer/configs/tiny.yaml",
+                             "--set", "training.max_steps=5", "--set", f"checkpoint.nvme_dir={scratch / 'tr2-nvme'}",
+                             "--set", f"checkpoint.memory_dir={scratch / 'tr2-mem'}"]),
+            {**base, "PYTHONPATH": str(ROOT)}, "trainer-two-ranks-one-gpu.log")
+    return {name: (cmd, env, out / log) for name, (cmd, env, log) in cases.items()}
 
 
 HANG_CASES = {   # name: (backend, extra env). torchrun itself sets TORCH_NCCL_ASYNC_ERROR_HANDLING=1.
@@ -256,7 +264,7 @@ HANG_CASES = {   # name: (backend, extra env). torchrun itself sets TORCH_NCCL_A
 }
 
 
-def hang_cases(out: Path, gpu: bool) -> dict[str, Launch]:
+def hang_cases(out: Path, gpu: bool) -> dict:
     runs = {}
     for name, (backend, extra) in HANG_CASES.items():
         if backend == "nccl" and not gpu:
@@ -264,7 +272,7 @@ def hang_cases(out: Path, gpu: bool) -> dict[str, Launch]:
         env = {**os.environ, "PROBE_BACKEND": backend, "NCCL_SOCKET_IFNAME": "lo", **extra}
         if backend == "gloo":
             env["CUDA_VISIBLE_DEVICES"] = ""
-        runs[f"hang_{name}"] = Launch(torchrun_cmd(2, [__file__, "--mode", "hang"]), env, out / f"hang-{name}.log")
+        runs[f"hang_{name}"] = (torchrun_cmd(2, [__file__, "--mode", "hang"]), env, out / f"hang-{name}.log")
     return runs
 
 
@@ -323,7 +331,7 @@ def sweep(session: str) -> list[int]:
 
 
 # -- the probe -----------------------------------------------------------------------------------
-def probe(out: Path, budget_s: float) -> dict:
+def probe(out: Path, budget_s: float, only: set[str] | None = None) -> dict:
     import torch
     t_start = time.time()
     left = lambda: budget_s - (time.time() - t_start)   # noqa: E731
@@ -354,6 +362,8 @@ def probe(out: Path, budget_s: float) -> dict:
             ("medium_cpu", "trainer/configs/medium_50mb.yaml", 80, False, 30, False),
             ("tiny_gpu_warm_start", "trainer/configs/tiny.yaml", 300, True, 60, True)]
     for name, config, steps, on_gpu, kill_at, warm in plan:
+        if only and name not in only:
+            continue
         if on_gpu and not gpu:
             r["skipped"].append(f"{name}: no CUDA")
             continue
@@ -371,9 +381,10 @@ def probe(out: Path, budget_s: float) -> dict:
 
     # byo jobs, hang cases and CUDA errors together: none of them is a timing of the trainer
     bound = max(20.0, min(100.0, left() - 15))
-    group = {**byo_cases(logs, scratch, gpu), **hang_cases(logs, gpu)}
+    group = {k: Launch(*v) for k, v in {**byo_cases(logs, scratch, gpu), **hang_cases(logs, gpu)}.items()
+             if not only or k in only}
     errs = {}
-    if gpu:
+    if gpu and (not only or "cuda_errors" in only):
         try:
             errs = cuda_errors()
         except Exception as e:   # noqa: BLE001
@@ -385,10 +396,10 @@ def probe(out: Path, budget_s: float) -> dict:
         else:
             r[name] = {"rc": rc, "wall_s": run.wall_s,
                        "key_lines": [ln[:300] for _, ln in run.lines
-                                     if re.search(r"byo done|Duplicate GPU|ncclInvalidUsage|LaunchError|Error", ln)][:4],
+                                     if re.search(r"byo done|Duplicate GPU|ncclInvalidUsage|LaunchError|Error", ln)][:6],
                        "last_line": run.lines[-1][1][:200] if run.lines else None}
-    ev = events(scratch / "byo-instr-events")
-    r["byo_example_instrumented"]["events"] = sorted({e["event"] for e in ev})
+    if "byo_example_instrumented" in r:
+        r["byo_example_instrumented"]["events"] = sorted({e["event"] for e in events(scratch / "byo-instr-events")})
     r["cuda_errors"] = errs
     r["swept_pids"] = sweep(session)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -402,12 +413,13 @@ def main() -> None:
     ap.add_argument("--mode", default="probe", choices=["probe", "byo", "hang"])
     ap.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="gpu-probe-out-"))
     ap.add_argument("--budget", type=float, default=270.0, help="seconds the whole probe may take")
+    ap.add_argument("--only", default="", help="comma-separated case names (the keys of gpu_probe.json); default all")
     a = ap.parse_args()
     if a.mode == "byo":
         return byo_worker(300)
     if a.mode == "hang":
         return hang_worker()
-    r = probe(Path(a.out), a.budget)
+    r = probe(Path(a.out), a.budget, {c for c in a.only.split(",") if c} or None)
     print(json.dumps({k: v for k, v in r.items() if k.startswith(("hang_", "byo", "two_", "cuda_"))}, indent=1))
 
 
