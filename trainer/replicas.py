@@ -9,9 +9,8 @@ checkpoint was saved at a step whose digests agreed. The digest rides on the ste
 from __future__ import annotations
 
 from trainer.checkpoint import agreement
+from trainer.checkpoint.config import TIERS
 from trainer.errors import ReplicaDivergenceError
-
-TIERS = ("memory", "nvme", "s3")
 
 
 def digest_due(ckpt_cfg, step: int) -> bool:

@@ -8,7 +8,7 @@ import statistics
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.ending import ending_of
-from chaosbench.checks.evidence import contradictions
+from chaosbench.checks.restore_evidence import contradictions
 from chaosbench.checks.history import History
 from chaosbench.checks.lineage import Lineage, Round, lineage
 from chaosbench.result import CheckResult, Recovery

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
-from chaosbench.checks.evidence import contradictions
+from chaosbench.checks.restore_evidence import contradictions
 from chaosbench.checks.history import History
 from chaosbench.checks.registry import check
 from chaosbench.checks.observed import NOT_INFERRED

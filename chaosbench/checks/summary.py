@@ -4,9 +4,8 @@ from __future__ import annotations
 import statistics
 
 from chaosbench.checks.history import History
+from chaosbench.instrument.tiers import TIERS
 from chaosbench.result import Goodput, TierStats, Timeline
-
-TIERS = ("memory", "nvme", "s3")
 
 
 def timeline(h: History) -> Timeline:

@@ -1,5 +1,7 @@
 """Explain a stuck run from what it recorded: events per rank, agent logs, fault log, and (optionally)
-the live rendezvous state. The scenario engine calls `is_stuck` to fail a run as "stuck in <phase>"."""
+the live rendezvous state. `chaosbench doctor --run` calls `diagnose_run`. `is_stuck` is the same
+judgement as a yes/no for a caller that polls a live run (only tests call it today); the scenario
+engine does not: it stops a run that makes no progress by its own rule (scenario/stop.py, `stuck_after_s`)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from .agent_logs import AgentLog, read_agent_logs
+from chaosbench.diagnosis.agent_logs import AgentLog, read_agent_logs
 from .events import PHASES, RankState, events_dir_of, rank_states
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -196,7 +198,7 @@ def diagnose_run(run_dir, now: float | None = None, no_progress_timeout_s: float
 
 def is_stuck(events_dir, no_progress_timeout_s: float, now: float | None = None,
              started_at: float | None = None) -> tuple[bool, str]:
-    """For the scenario engine: (True, "stuck in <phase>: ...") when no rank progressed for the timeout.
+    """(True, "stuck in <phase>: ...") when no rank progressed for the timeout.
 
     With no events at all, a run counts as stuck once `started_at` is older than the timeout (the workers
     never started: rendezvous never completed)."""

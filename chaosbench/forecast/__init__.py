@@ -11,7 +11,7 @@ stall per tier). Modules, each short:
     sim.py       the Monte-Carlo simulator (numpy, vectorised over trajectories and intervals)
     optimize.py  the checkpoint interval per tier that maximises goodput; Young/Daly beside it
     output.py    terminal table and --json;  html.py: the self-contained HTML page
-    cli.py       argument parsing, bad input -> exit 2
+    cli.py       the typer command (chaosbench/cli.py mounts it), bad input -> exit 2
 """
 
 
@@ -28,4 +28,3 @@ SCENARIO_FOR_CLASS = {
     "new_machines": "scenarios/total_failure_new_machines.yaml",
 }
 CLASSES = tuple(SCENARIO_FOR_CLASS)
-TIERS = ("memory", "nvme", "s3")

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaosbench.instrument.tiers import TIERS
 from chaosbench.report.errors import ReportInputError
 from chaosbench.report.load import load_result
 
-from . import TIERS, ForecastError
+from . import ForecastError
 
 # Phases of one interruption, in order. `join` is the second restart a replacement node's arrival
 # costs everyone when the survivors resumed without it (world size back up to its pre-fault value):

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from . import TIERS
+from chaosbench.instrument.tiers import TIERS
 from .plan import Plan
 from .sim import simulate
 

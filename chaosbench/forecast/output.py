@@ -7,7 +7,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from . import TIERS
+from chaosbench.instrument.tiers import TIERS
 from .inputs import PHASES
 from .plan import Plan
 from .sim import Outcome

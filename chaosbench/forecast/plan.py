@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import SCENARIO_FOR_CLASS, TIERS, ForecastError
+from chaosbench.instrument.tiers import TIERS
+
+from . import SCENARIO_FOR_CLASS, ForecastError
 from .inputs import PHASES, Measured
 from .presets import FailureModel
 from .sim import Spec

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import TIERS, ForecastError
+from chaosbench.instrument.tiers import TIERS
+
+from . import ForecastError
 from .inputs import PHASES
 
 MAX_CELLS = 300_000_000   # ~2.4 GB of float64 draws

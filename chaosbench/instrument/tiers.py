@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 
+# The harness's side of the tier names in the event contract (docs/events.md "Tiers"), fastest first;
+# every harness module takes them from here (the trainer's side is trainer/checkpoint/config.py).
 TIERS = ("memory", "nvme", "s3")
 _DIRS = (("memory", "CHAOSBENCH_MEMORY_DIR"), ("nvme", "CHAOSBENCH_NVME_DIR"))
 

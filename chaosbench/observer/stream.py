@@ -17,7 +17,10 @@ import sys
 import time
 
 
-def _complete_lines(path: str, offset: int) -> tuple[list[bytes], int]:
+def complete_lines(path, offset: int) -> tuple[list[bytes], int]:
+    """The complete lines of `path` after byte `offset`, and the offset after the last of them: a torn
+    last line (its writer killed mid-write, or still writing) waits for its newline. The one reader of
+    appended event files, here and in the harness's tail (tail.py)."""
     try:
         with open(path, "rb") as f:
             f.seek(offset)
@@ -38,7 +41,7 @@ def stream(directory: str, once: bool, poll_s: float = 0.1, out=None) -> None:
         for name in sorted(os.listdir(directory)):
             if not name.endswith(".jsonl"):
                 continue
-            lines, offsets[name] = _complete_lines(os.path.join(directory, name), offsets.get(name, 0))
+            lines, offsets[name] = complete_lines(os.path.join(directory, name), offsets.get(name, 0))
             for line in lines:
                 if line.strip():
                     out.write(name.encode() + b"\t" + line + b"\n")

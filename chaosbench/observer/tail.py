@@ -12,6 +12,7 @@ from pathlib import Path
 
 from chaosbench.jsonl import file_lines, numbered
 from chaosbench.observer.received import RECEIPTS, write_receipts
+from chaosbench.observer.stream import complete_lines
 
 
 class EventTail:
@@ -41,18 +42,8 @@ class EventTail:
         return out
 
     def _read_new(self, path: Path) -> list[dict]:
-        start = self._offsets.get(path, 0)
-        try:
-            with open(path, "rb") as f:
-                f.seek(start)
-                chunk = f.read()
-        except OSError:
-            return []
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return []
-        self._offsets[path] = start + end + 1
-        return list(parse_lines(chunk[: end + 1].decode("utf-8", "replace").splitlines()))
+        lines, self._offsets[path] = complete_lines(path, self._offsets.get(path, 0))
+        return parse_lines([line.decode("utf-8", "replace") for line in lines])
 
 
 def parse_lines(lines, rejected: list[str] | None = None, malformed: list[tuple[int, str]] | None = None,

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaosbench.instrument.tiers import TIERS
+
 WIDTH = 1100
 LEFT, RIGHT = 92, 24
 TOP = 46  # room for two rows of fault labels above the plot
@@ -17,7 +19,6 @@ MAIN_H = 250
 WS_H = 56
 LANE_H = 20
 GAP = 14
-TIERS = ("memory", "nvme", "s3")
 MAX_POINTS = 1500  # per series; a long run is thinned, its last point always kept
 
 PALETTE = ("#2563eb", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#b45309")

@@ -13,9 +13,10 @@ from typing import Any
 from urllib.parse import quote
 
 from chaosbench import rundir
+from chaosbench.instrument.tiers import TIERS
 from chaosbench.observer.received import THRESHOLD_S
 
-from .chart import TIERS, build_chart
+from .chart import build_chart
 from .lineage import build_lineage
 from .load import RunDir, _json_file
 from .schema import with_defaults

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.checkpoint import (CheckpointConfigError, CheckpointLoadConfig, CheckpointLoadError,
+from trainer.checkpoint import (CheckpointConfigError, CheckpointLoadError,
                                 CheckpointManager, CheckpointSaveError, MemoryLimitExceeded)
 from ckpt_helpers import toy_state
 
@@ -73,7 +73,7 @@ def test_truncated_or_bad_manifest_rejected(tmp_path, shm_dir, events):
     (root / "step-0000000012" / "manifest.json").write_text("{not json")
     with open(root / "step-0000000008" / "state.pt", "r+b") as f:
         f.truncate(100)
-    assert mgr.load_checkpoint(tier="nvme")["step"] == 4
+    assert mgr.restore()["step"] == 4   # only nvme holds checkpoints
     errors = {e["step"]: e["error"] for e in events.of("checkpoint_invalid")}
     assert "not valid JSON" in errors[12] and "size 100" in errors[8]
 
@@ -88,7 +88,7 @@ def test_partial_and_temp_files_never_loaded(tmp_path, shm_dir, events):
     (tmp / "state.pt").write_bytes(b"partial")
     (root / "step-0000000050").mkdir()
     (root / "step-0000000050" / "state.pt").write_bytes(b"x" * 10)
-    assert mgr.load_checkpoint(tier="nvme")["step"] == 4
+    assert mgr.restore()["step"] == 4
     # a new manager on the node's writer rank removes the stale temp dir
     make(tmp_path, shm_dir, events)
     assert not tmp.exists()
@@ -151,8 +151,8 @@ def test_unsafe_pickle_refused_unless_trusted(tmp_path, shm_dir, events):
     mgr = make(tmp_path, shm_dir, events)
     mgr.save({"step": 3, "model": {}, "obj": Custom()}, tier="nvme")
     with pytest.raises(CheckpointLoadError, match="trusted_source"):
-        mgr.load_checkpoint(tier="nvme")
-    state = mgr.load_checkpoint(config=CheckpointLoadConfig(tier="nvme", trusted_source=True))
+        mgr.restore()
+    state = make(tmp_path, shm_dir, events, trusted_source=True).restore()
     assert isinstance(state["obj"], Custom)
 
 

@@ -1,7 +1,7 @@
 """A published checkpoint always has its checkpoint_saved logged: the store calls back while it holds
 local_store.PUBLISHING, and the worker's exit paths take that lock before os._exit, so a fatal exit a
 moment after a rename cannot cut the log line off (the harness would read the restore from it as an
-invented claim: checks/evidence.py)."""
+invented claim: checks/restore_evidence.py)."""
 import json
 import os
 import subprocess

@@ -22,7 +22,9 @@ def test_enospc_is_reported_and_training_goes_on(small_fs, shm_dir, events):
     # the memory tier kept working, no temp dir was left behind, and what is on disk is valid
     assert {e["step"] for e in events.of("checkpoint_saved") if e["tier"] == "memory"} == {1, 2, 3, 4}
     assert not [n for n in os.listdir(small_fs) if n.startswith(".tmp-")]
-    assert mgr.load_checkpoint(tier="nvme")["step"] == max(
+    # a restore on a node whose memory tier is gone (a fresh directory) finds the newest nvme one
+    fresh = CheckpointManager({"memory_dir": os.path.join(shm_dir, "lost"), "nvme_dir": small_fs}, node="n0", run_id="t")
+    assert fresh.restore()["step"] == max(
         e["step"] for e in events.of("checkpoint_saved") if e["tier"] == "nvme")
     with pytest.raises(CheckpointSaveError, match=r"^\[NVME\] .*No space left on device \(ENOSPC\)"):
         mgr.save(toy_state(9, n=600_000), tier="nvme")

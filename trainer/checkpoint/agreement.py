@@ -6,13 +6,16 @@ lack it receive the bytes by broadcast from the lowest rank that holds it.
 """
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
-TIER_ORDER = {"memory": 0, "nvme": 1, "s3": 2}
+from chaosbench.instrument.digest import digest
+
+from .config import TIERS
+
+TIER_ORDER = {t: i for i, t in enumerate(TIERS)}   # ties go to the faster tier
 
 
 @dataclass
@@ -85,23 +88,21 @@ def _device() -> torch.device:
     return torch.device("cpu")
 
 
-def state_digest(obj) -> str:
-    """crc32 over every tensor's bytes and every plain value of a nested state dict, keys in order:
-    equal on every rank iff the replicas hold the same state."""
-    crc = 0
+def replica_digest(states: dict) -> str:
+    """The contract's replica digest (`cb.digest`, the `param_digest` of step events: blake2b-128 over
+    tensor bytes, docs/events.md) over every tensor of a nested state dict such as {"model", "optimizer"},
+    keys in sorted order: equal on every rank iff the replicas hold the same tensors. Plain values (an
+    optimizer's lr, a parameter group's ids) are left out: they are not what a replica silently loses."""
+    tensors: dict[str, torch.Tensor] = {}
 
-    def walk(x):
-        nonlocal crc
+    def walk(prefix: str, x) -> None:
         if isinstance(x, torch.Tensor):
-            crc = zlib.crc32(x.detach().cpu().reshape(-1).view(torch.uint8).numpy().tobytes(), crc)
+            tensors[prefix] = x
         elif isinstance(x, dict):
             for k in sorted(x, key=str):
-                crc = zlib.crc32(str(k).encode(), crc)
-                walk(x[k])
+                walk(f"{prefix}.{k}", x[k])
         elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-        else:
-            crc = zlib.crc32(repr(x).encode(), crc)
-    walk(obj)
-    return f"crc32:{crc:08x}"
+            for i, v in enumerate(x):
+                walk(f"{prefix}.{i}", v)
+    walk("", states)
+    return digest(tensors)

@@ -7,7 +7,10 @@ from typing import Any
 
 from .errors import CheckpointConfigError
 
+# The trainer's side of the tier names in the event contract (docs/events.md "Tiers"), fastest first;
+# the harness's side is chaosbench/instrument/tiers.py.
 TIERS = ("memory", "nvme", "s3")
+LOCAL_TIERS = TIERS[:2]   # node-local: written by each node's local rank 0, lost with the node
 
 
 @dataclass
@@ -66,7 +69,7 @@ class CheckpointConfig:
         if self.checksum not in ALGORITHMS:
             raise CheckpointConfigError(f"{where}.checksum: unknown algorithm {self.checksum!r}; "
                                         f"valid: {', '.join(ALGORITHMS)}")
-        if not isinstance(self.save_on_stop, (list, tuple)) or any(t not in ("memory", "nvme") for t in self.save_on_stop):
+        if not isinstance(self.save_on_stop, (list, tuple)) or any(t not in LOCAL_TIERS for t in self.save_on_stop):
             raise CheckpointConfigError(f"{where}.save_on_stop: a list of node-local tiers (memory, nvme), "
                                         f"got {self.save_on_stop!r}")
         if not isinstance(self.stop_save_timeout_s, (int, float)) or self.stop_save_timeout_s <= 0:
@@ -95,25 +98,6 @@ class CheckpointConfig:
         if tier == "nvme":
             return self.checkpoint_interval
         return self.s3.interval if self.s3.enabled else 0
-
-
-@dataclass
-class CheckpointLoadConfig:
-    """Options for `CheckpointManager.load_checkpoint`.
-
-    tier: one of memory/nvme/s3, or None for the newest valid checkpoint of any tier.
-    step: a specific step, or None for the newest valid one.
-    trusted_source: allow full unpickling (arbitrary code execution if the file is hostile).
-    """
-
-    tier: str | None = None
-    step: int | None = None
-    trusted_source: bool = False
-    map_location: str = "cpu"
-
-    def __post_init__(self):
-        if self.tier is not None and self.tier not in TIERS:
-            raise CheckpointConfigError(f"CheckpointLoadConfig.tier: unknown tier {self.tier!r}; valid: {', '.join(TIERS)} or None")
 
 
 def _pick(cls, raw: dict, where: str, skip=frozenset()) -> dict:

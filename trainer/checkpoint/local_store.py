@@ -36,7 +36,7 @@ def step_dir_name(step: int) -> str:
 # and taken by the worker's exit paths before os._exit (train.Worker): a published checkpoint never
 # goes unlogged because its writer thread was cut off by a fatal exit a moment after the rename. The
 # harness checks every restore claim against its own inventory at the fault and, where that missed the
-# checkpoint, against a save logged after it (checks/evidence.py); a published-but-unlogged one read
+# checkpoint, against a save logged after it (checks/restore_evidence.py); a published-but-unlogged one read
 # as an invented claim (seen once: oom_worker, a snapshot published 60 ms after the inventory while
 # the worker died of its peer's OOM kill).
 PUBLISHING = threading.Lock()

@@ -19,7 +19,7 @@ import time
 from typing import Callable
 
 from . import agreement, fmt
-from .config import TIERS, CheckpointConfig, CheckpointLoadConfig
+from .config import LOCAL_TIERS, TIERS, CheckpointConfig
 from .errors import CheckpointCorrupt, CheckpointError, CheckpointLoadError, CheckpointSaveError
 from .local_store import LocalStore
 from .snapshot import BufferPool, Snapshot
@@ -60,7 +60,7 @@ class CheckpointManager:
                     tier, lambda snap, attempt, t=tier: self._write(t, snap, attempt), self._on_skip,
                     retry_failed=(tier == "s3"), retry_backoff_s=self.cfg.s3.retry_backoff_s)
         if local_rank == 0:
-            for tier in ("memory", "nvme"):
+            for tier in LOCAL_TIERS:
                 self.stores[tier].cleanup_temp()
 
     def _writes(self, tier: str) -> bool:
@@ -134,32 +134,7 @@ class CheckpointManager:
         self._emit("checkpoint_skipped", {"tier": tier, "step": snap.step, "reason": reason})
 
     # ------------------------------------------------------------------ loading
-    def load_checkpoint(self, tier: str | None = None, step: int | None = None,
-                        config: CheckpointLoadConfig | None = None) -> dict:
-        """Load the newest valid checkpoint (or `step`) of `tier` (or any tier) from this process's
-        view only (no collective). Raises CheckpointLoadError when none is valid."""
-        config = config or CheckpointLoadConfig(tier=tier, step=step, trusted_source=self.cfg.trusted_source)
-        tiers = [config.tier] if config.tier else [t for t in TIERS if t in self.stores]
-        best = None
-        for t in tiers:
-            if t not in self.stores:
-                raise CheckpointLoadError(f"tier {t!r} is not configured (valid: {', '.join(self.stores)})")
-            found = self._newest_valid(t, exact_step=config.step)
-            if found and (best is None or found[0] > best[0]):
-                best = found + (t,)
-        if best is None:
-            what = f"step {config.step}" if config.step is not None else "checkpoint"
-            raise CheckpointLoadError(f"no valid {what} in tier(s) {', '.join(tiers)}")
-        step_, data, manifest, t = best
-        t0 = time.perf_counter()
-        digest = fmt.checksum(data, manifest["checksum"].split(":", 1)[0])
-        state = fmt.deserialize(data, config.trusted_source or self.cfg.trusted_source, config.map_location)
-        self._emit("checkpoint_loaded", {"tier": t, "step": step_, "source": "local",
-                                         "checksum_ok": digest == manifest["checksum"], "checksum": digest,
-                                         "duration_s": round(time.perf_counter() - t0, 6), "bytes": len(data)})
-        return state
-
-    def _newest_valid(self, tier: str, above: int = -1, exact_step: int | None = None, skip=frozenset()):
+    def _newest_valid(self, tier: str, above: int = -1, skip=frozenset()):
         """(step, bytes, manifest) of the newest checkpoint that verifies; invalid ones are
         reported and skipped. Only steps > `above` and not in `skip` are considered."""
         store = self.stores[tier]
@@ -169,7 +144,7 @@ class CheckpointManager:
             log.warning("cannot list %s checkpoints, skipping the tier: %s", tier, e)
             return None
         for ref in refs:
-            if ref.step <= above or (exact_step is not None and ref.step != exact_step) or ref.step in skip:
+            if ref.step <= above or ref.step in skip:
                 continue
             try:
                 data, manifest = store.read(ref)
@@ -265,7 +240,7 @@ class CheckpointManager:
         """Collective, after the restored state was applied: every rank's model and optimizer
         state must be identical (data-parallel replicas). On a mismatch every rank emits
         checkpoint_invalid and raises together, naming the ranks that differ from rank 0."""
-        digests = agreement.gather(agreement.state_digest(states))
+        digests = agreement.gather(agreement.replica_digest(states))
         differ = [r for r, d in enumerate(digests) if d != digests[0]]
         if not differ:
             return

@@ -14,9 +14,8 @@ which is said.
 from __future__ import annotations
 
 from chaosbench.checks.history import History
+from chaosbench.instrument.tiers import TIERS
 from chaosbench.result import Recovery
-
-TIERS = ("memory", "nvme", "s3")
 
 
 def _where(c: dict) -> str:
