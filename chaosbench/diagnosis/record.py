@@ -11,12 +11,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from chaosbench.doctor.agent_logs import ERROR_LINE, line_ts
 from chaosbench import rundir
 from chaosbench.checks.history import History
 from chaosbench.jsonl import parse_jsonl
 from chaosbench.scenario.names import fault_file_name
 
+from .agent_logs import ERROR_LINE, line_ts
 from .model import Evidence
 
 # torchrun's "Starting elastic_operator with launch configs:" block: "<glog prefix>]   key : value"

@@ -110,7 +110,7 @@ def test_all_workers_exited_and_none_came_back(tmp_path):
 
 
 def test_last_error_of_a_node_log_is_the_jobs_exception_not_torchruns_summary(tmp_path):
-    from chaosbench.doctor.agent_logs import last_error
+    from chaosbench.diagnosis.agent_logs import last_error
     log = tmp_path / "node-0.log"
     log.write_text("2026-11-23T13:21:30.7Z [default0]:Traceback (most recent call last):\n"
                    "2026-11-23T13:21:30.7Z [default0]:ModuleNotFoundError: No module named 'mine'\n"
@@ -125,7 +125,7 @@ def test_last_error_of_a_node_log_is_the_jobs_exception_not_torchruns_summary(tm
 
 def test_last_error_reads_through_torch_rank_prefixes(tmp_path):
     """torch >= 2.4 puts "[rankN]:" behind torchrun's "[default0]:"; the runner's fallback reads through both."""
-    from chaosbench.doctor.agent_logs import last_error
+    from chaosbench.diagnosis.agent_logs import last_error
     log = tmp_path / "node-0.log"
     log.write_text("2026-11-24T10:00:00.000000000Z [default0]:[rank0]: RuntimeError: CUDA error: an illegal memory access was encountered\n")
     assert last_error(log) == "RuntimeError: CUDA error: an illegal memory access was encountered"

@@ -1,4 +1,5 @@
-"""What a node's torchrun agent log says about rendezvous, for nodes whose workers never started."""
+"""What a node's torchrun agent log says: rendezvous state for nodes whose workers never started (doctor
+--run), and the last exception line and glog timestamps the diagnosis reads (diagnosis/record.py)."""
 from __future__ import annotations
 
 import os
