@@ -110,11 +110,16 @@ class Fault:
         the kernel OOM-killed): the runner then heals it at once. None: it lasts its duration."""
         return None
 
+    def recorded(self, action: str) -> dict[str, Any]:
+        """What the fault log's line for `action` ('inject' or 'heal') adds to the params, read after the
+        action ran: what mechanism ran and what it did (a disk layer's counts, the writes a kill lost)."""
+        return {}
+
     def inject(self) -> float:
         started = time.time()
         self._inject()
         self.injected = True
-        return self.ctx.log.record(self.id, self.name, "inject", self.target, self.p.model_dump(), started)
+        return self._log("inject", started)
 
     def heal(self) -> float | None:
         if not (self.injected and self.healable):
@@ -122,4 +127,8 @@ class Fault:
         started = time.time()
         self._heal()
         self.injected = False
-        return self.ctx.log.record(self.id, self.name, "heal", self.target, self.p.model_dump(), started)
+        return self._log("heal", started)
+
+    def _log(self, action: str, started: float) -> float:
+        return self.ctx.log.record(self.id, self.name, action, self.target,
+                                   {**self.p.model_dump(), **self.recorded(action)}, started)

@@ -75,28 +75,16 @@ class DiskFault(Fault):
         self.target = f"{self.node}:{self.p.tier}"
         self.counts: dict | None = None
 
-    def inject(self) -> float:
-        return act(self, "inject", self._inject, lambda: {"mechanism": MECHANISM, "layer_fault": self.fault})
-
     def _heal(self):
         self.counts = self.cluster.heal_disk(self.node, self.p.tier)
 
-    def heal(self) -> float | None:
-        """The record's params carry what the layer did meanwhile (None: the node was not running, and a
-        node's layer starts with no fault)."""
-        if not self.injected:
-            return None
-        return act(self, "heal", self._heal, lambda: {"mechanism": MECHANISM, "counts": None if self.counts is None else
-                                                       {k: self.counts.get(k) for k in ("injected", "delayed", "bitflips")}})
-
-
-def act(fault: Fault, action: str, do, extra) -> float:
-    """inject/heal with the record's params extended by extra() (what mechanism ran, what it did)."""
-    import time
-    started = time.time()
-    do()
-    fault.injected = action == "inject"
-    return fault.ctx.log.record(fault.id, fault.name, action, fault.target, {**fault.p.model_dump(), **extra()}, started)
+    def recorded(self, action: str) -> dict:
+        """At the heal, what the layer did meanwhile (counts None: the node was not running, and a node's
+        layer starts with no fault)."""
+        if action == "inject":
+            return {"mechanism": MECHANISM, "layer_fault": self.fault}
+        return {"mechanism": MECHANISM, "counts": None if self.counts is None else
+                {k: self.counts.get(k) for k in ("injected", "delayed", "bitflips")}}
 
 
 def disk_layers(faults, nodes: list[str]) -> dict[str, dict]:

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from chaosbench.faults.base import Fault, FaultParams, NodeParams
+from chaosbench.faults.disks import WRITEBACK
 from chaosbench.faults.registry import register
 
 
@@ -25,7 +26,6 @@ def unsynced(fault: Fault, nodes: list[str]) -> dict:
     """Before a lose_unsynced_writes kill: what each node's layer holds unsynced (lost with the kill)."""
     if not fault.p.lose_unsynced_writes:
         return {}
-    from chaosbench.faults.disks import WRITEBACK
     pending = {n: (fault.cluster.disk_stats(n, "nvme") or {}).get("pending_bytes") for n in nodes}
     return {"mechanism": WRITEBACK, "unsynced_bytes_lost": pending}
 
@@ -49,9 +49,8 @@ class KillNode(Fault):
         self.lost = unsynced(self, [self.target])
         self.cluster.kill_node(self.target)
 
-    def inject(self) -> float:
-        from chaosbench.faults.disks import act
-        return act(self, "inject", self._inject, lambda: self.lost)
+    def recorded(self, action: str) -> dict:
+        return self.lost if action == "inject" else {}
 
     def _heal(self):
         self.cluster.start_node(self.target)
@@ -198,9 +197,8 @@ class KillAll(Fault):
         return (super().needs_for(params) | ({"wipe_node_storage"} if params.wipe != "none" else set())
                 | ({"start_node"} if params.restart else set()) | lose_needs(params))
 
-    def inject(self) -> float:
-        from chaosbench.faults.disks import act
-        return act(self, "inject", self._inject, lambda: self.lost)
+    def recorded(self, action: str) -> dict:
+        return self.lost if action == "inject" else {}
 
     def _inject(self):
         self.nodes = sorted(self.cluster.node_names())
