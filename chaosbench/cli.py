@@ -201,6 +201,9 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
     bad = [o for o in sbatch_option if not o.startswith("-")]
     if bad:
         problems.append(f"--sbatch-option: {bad[0]!r} is not an option; give it as sbatch takes it, e.g. --qos=debug")
+    if not problems:   # reports/<run-id>/ and the record below it must fit in a path (scenario/names.py)
+        from chaosbench.scenario.names import run_dir_problem
+        problems += [p for f in files if (p := run_dir_problem(report_dir, load_scenario(f).name))]
     problem = None if problems else _unwritable(report_dir)   # created only for a run that starts
     if problem:
         problems.append(f"--report-dir: cannot write reports in '{report_dir}' ({problem}); choose a writable directory")

@@ -19,7 +19,26 @@ STRATEGIES = ["variable_batch", "constant_batch"]
 
 
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that also reads `1e-3` as a float (YAML 1.1 would make it a string)."""
+    """SafeLoader that also reads `1e-3` as a float (YAML 1.1 would make it a string), and refuses
+    aliases (an alias bomb expands exponentially in the merge and in error messages) and duplicate
+    keys (YAML would keep the last one without a word)."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.events.AliasEvent):
+            raise yaml.YAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not accepted "
+                                 f"in a trainer config; write the value out")
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict = {}
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise yaml.YAMLError(f"line {key_node.start_mark.line + 1}: duplicate key {key!r} (first on line "
+                                     f"{seen[key]}); keep one of them")
+            seen.setdefault(key, key_node.start_mark.line + 1)
+        return super().construct_mapping(node, deep)
 
 
 _Loader.add_implicit_resolver(
@@ -277,17 +296,27 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> tuple[dict, list
 
     Returns the merged config and the validator's warnings."""
     path = Path(path)
+    # Errors about the file name it and the problem, never its lines: `--check` answers for whatever
+    # path a scenario's trainer.config names, and a scenario can name /etc/shadow.
     try:
         raw = _yaml(path.read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise ConfigurationError(f"config file {path} not found") from None
+    except OSError as exc:
+        raise ConfigurationError(f"config file {path} cannot be read ({exc.strerror}); give a readable "
+                                 "reference-trainer config (e.g. trainer/configs/tiny.yaml)") from None
     except UnicodeDecodeError as exc:
         raise ConfigurationError(f"config file {path} is not UTF-8 text (byte offset {exc.start}); "
                                  "save it as UTF-8") from None
     except yaml.YAMLError as exc:
-        raise ConfigurationError(f"config file {path} is not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        what = f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}" if mark else str(exc)
+        raise ConfigurationError(f"config file {path} is not valid YAML ({what})") from None
     if not isinstance(raw, dict):
         raise ConfigurationError(f"config file {path}: top level must be a mapping of sections")
+    if raw and not any(key in DEFAULTS for key in raw):
+        raise ConfigurationError(f"config file {path} has none of the sections {', '.join(sorted(DEFAULTS))}: it is "
+                                 f"not a reference-trainer config; name one (e.g. trainer/configs/tiny.yaml)")
     cfg = merge_defaults(raw)
     for assignment in overrides:
         apply_override(cfg, assignment)

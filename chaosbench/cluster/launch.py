@@ -199,7 +199,7 @@ def observed_argv(python: str, spec: ClusterSpec, launcher: list[str]) -> list[s
     it sees of the launcher and its workers as events: history for a job that writes none itself."""
     argv = [python, "-m", "chaosbench.observer.node_watch"]
     if spec.progress_regex:
-        argv += ["--progress", spec.progress_regex]
+        argv.append(f"--progress={spec.progress_regex}")   # one word: a regex may start with '-'
     return [*argv, "--", *launcher]
 
 

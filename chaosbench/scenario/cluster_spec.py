@@ -23,7 +23,7 @@ def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | No
     return ClusterSpec(run_id=run_id, run_dir=run_dir, nodes=c.nodes, procs_per_node=c.procs_per_node,
                        min_nodes=c.elastic.min_nodes, max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous,
                        max_restarts=c.elastic.max_restarts, trainer_config=cfg or "",
-                       trainer_overrides=dict(t.overrides), command=t.command, job_argv=job,
+                       trainer_overrides=s.trainer_overrides() if cfg else dict(t.overrides), command=t.command, job_argv=job,
                        workdir=str(resolve_workdir(t.workdir, scenario_path)) if t.workdir else None,
                        trainer_image=t.image, progress_regex=t.progress.regex if t.progress else None,
                        checkpoint_tier=t.checkpoint_dir, env=dict(c.env),

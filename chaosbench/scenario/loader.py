@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from chaosbench.cluster.launch import NODE_ENV_NAMES, REF
+from chaosbench.scenario import numbers, rules, yamlfile
 from chaosbench.scenario.model import Scenario
 
 
@@ -25,23 +26,7 @@ class ScenarioError(ValueError):
         super().__init__(f"{source}: invalid scenario\n" + "\n".join(f"  {p}" for p in problems))
 
 
-# -- YAML with line numbers -------------------------------------------------------------------
-def _line_map(node: yaml.Node, path: tuple = (), out: dict | None = None) -> dict[tuple, int]:
-    """Map each key path, e.g. ('faults', 0, 'kill_node', 'node'), to its 1-based line."""
-    out = {} if out is None else out
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = k.value
-            out[path + (key,)] = k.start_mark.line + 1
-            _line_map(v, path + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, v in enumerate(node.value):
-            out[path + (i,)] = v.start_mark.line + 1
-            _line_map(v, path + (i,), out)
-    return out
-
-
+# -- locations -----------------------------------------------------------------------------------
 def _line_for(lines: dict[tuple, int], loc: tuple) -> int | None:
     for n in range(len(loc), -1, -1):
         if loc[:n] in lines:
@@ -84,6 +69,15 @@ def _explain(err: dict, loc: tuple) -> str:
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             return f"unknown key '{loc[-1]}'{hint}; valid keys: {', '.join(valid)}"
         return f"unknown key '{loc[-1]}'"
+    ctx = err.get("ctx") or {}
+    if err["type"] == "less_than_equal":   # the sane maxima of model.py
+        return (f"{err['input']} is above the largest accepted value, {ctx['le']}: give at most {ctx['le']} "
+                f"(docs/scenarios.md, 'Refused up front', says why each bound)")
+    if err["type"] == "string_too_long":
+        return (f"{len(err['input'])} characters is too long: at most {ctx['max_length']} (it names the run "
+                f"directory, one path component); shorten it")
+    if err["type"] == "too_short" and not err["input"]:
+        return "an empty list can never be seen: give at least one value, or drop the key"
     return msg
 
 
@@ -109,10 +103,13 @@ def parse_scenario(data: Any, source: str = "<scenario>", lines: dict[tuple, int
         raise ScenarioError(source, _problems(e, lines, source)) from None
     problems = []
     for i, fault in enumerate(scenario.faults):
+        loc = ("faults", i, fault.kind)
+        bad = numbers.field_problems(get_fault(fault.kind).Params, fault.params)
+        problems += [f"{source}:{_line_for(lines, loc + (k,))}: {_fmt_loc(loc + (k,))}: {why}" for k, why in bad]
         try:
             fault.params = validate_params(fault.kind, fault.params).model_dump()
         except ValidationError as e:
-            problems += _problems(e, lines, source, ("faults", i, fault.kind))
+            problems += _problems(e, lines, source, loc)
         if fault.duration_s is not None and not get_fault(fault.kind).healable:
             loc = ("faults", i, "duration_s")
             problems.append(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {fault.kind} is a one-shot fault "
@@ -175,6 +172,7 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
                                                      f"{c.procs_per_node} worker(s) (cluster.procs_per_node), "
                                                      f"valid: 0-{c.procs_per_node - 1}")
     _cooperative_checks(s, add)
+    rules.check(s, add)
     if not _has_checks(e):
         add(("expect",), "no check to evaluate: a scenario without expectations proves nothing; give at "
                          "least one, e.g. `expect: {reaches_step: 50}` (docs/scenarios.md lists them)")
@@ -233,18 +231,15 @@ def load_scenario(path: str | Path) -> Scenario:
         raise ScenarioError(source, [f"{source}:{line}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at "
                                      f"offset {e.start}); save the file as UTF-8"]) from None
     try:
-        node = yaml.compose(text)
-        data = yaml.safe_load(text)
+        data, lines = yamlfile.read(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source
         raise ScenarioError(source, [f"{where}: not valid YAML: {getattr(e, 'problem', e)}"]) from None
-    try:
-        lines = _line_map(node) if node is not None else {}
-        scenario = parse_scenario(data, source, lines)
-    except RecursionError:   # an anchor whose alias sits inside itself (`&a {node: *a}`): no finite value
-        raise ScenarioError(source, [f"{source}: a YAML alias refers to the node that holds it (recursive "
-                                     "anchor); write the value out"]) from None
+    except yamlfile.YamlRefused as e:
+        raise ScenarioError(source, [f"{source}:{line}: " + (f"{_fmt_loc(loc)}: " if loc else "") + msg
+                                     if line else f"{source}: {msg}" for line, loc, msg in e.problems]) from None
+    scenario = parse_scenario(data, source, lines)
     _check_paths(scenario, path, lines, source)
     return scenario
 
@@ -257,6 +252,12 @@ def _check_paths(s: Scenario, path: Path, lines: dict, source: str) -> None:
         if not workdir.is_dir():
             raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.workdir: directory '{t.workdir}' "
                                          f"not found (resolved to {workdir}; relative paths start at {path.parent})"])
+        script = (workdir / t.script).resolve() if t.script is not None else None
+        if script is not None and not script.is_relative_to(workdir):
+            loc = ("trainer", "script")   # docker mounts only the workdir; the job's files live there
+            raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.script: '{t.script}' leads out "
+                                         f"of trainer.workdir ({workdir}); give a path inside it, relative to it "
+                                         f"(e.g. train.py), or make the script's directory the workdir"])
         if t.script is not None and not (workdir / t.script).is_file():
             loc = ("trainer", "script")
             raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: trainer.script: '{t.script}' not found "
@@ -284,7 +285,10 @@ def _check_trainer_config(s: Scenario, cfg_path: Path, lines: dict, source: str)
     import json
 
     from chaosbench.reference_trainer import check_config
-    assignments = [f"{k}={json.dumps(v)}" for k, v in s.trainer.overrides.items()]
+    problems = _elastic_contradictions(s, lines, source)
+    if problems:
+        raise ScenarioError(source, problems)
+    assignments = [f"{k}={json.dumps(v)}" for k, v in s.trainer_overrides().items()]
     loc = ("trainer", "overrides") if s.trainer.overrides else ("trainer", "config")
     answer = check_config(cfg_path, assignments)
     if answer is None:
@@ -299,6 +303,31 @@ def _check_trainer_config(s: Scenario, cfg_path: Path, lines: dict, source: str)
         raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: expect.reaches_step: {want} is beyond the "
                                      f"trainer's training.max_steps ({max_steps}); add "
                                      f"'training.max_steps: {want}' to trainer.overrides"])
+    late = [(i, f.at.step) for i, f in enumerate(s.faults) if f.at.step is not None and isinstance(max_steps, int)
+            and f.at.step > max_steps]
+    if late:
+        i, step = late[0]
+        loc = ("faults", i, "at", "step")
+        raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: step {step} is beyond the "
+                                     f"trainer's training.max_steps ({max_steps}): the job ends first and the fault "
+                                     f"never fires; fire earlier or add 'training.max_steps: {step + 50}' to "
+                                     f"trainer.overrides"])
+
+
+def _elastic_contradictions(s: Scenario, lines: dict, source: str) -> list[str]:
+    """The reference trainer refuses a world outside its elastic range (TopologyChangeError, on every
+    node, until torchrun gives up), so the cluster's range is handed to it (Scenario.trainer_overrides);
+    only an explicit override narrower than the cluster's range contradicts it."""
+    e, o, out = s.cluster.elastic, s.trainer.overrides, []
+    for key, cluster, narrower in (("elastic.max_nodes", e.max_nodes, lambda v: v < e.max_nodes),
+                                   ("elastic.min_nodes", e.min_nodes, lambda v: v > e.min_nodes)):
+        v = o.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and narrower(v):
+            loc = ("trainer", "overrides", key)
+            out.append(f"{source}:{_line_for(lines, loc)}: trainer.overrides.{key}: {v} contradicts cluster.{key} "
+                       f"({cluster}): the trainer would refuse a world the cluster forms and every node would exit; "
+                       f"drop the override (the cluster's range is handed to the trainer) or change cluster.{key}")
+    return out
 
 
 def resolve_trainer_config(cfg: str, scenario_path: Path | None = None) -> Path | None:

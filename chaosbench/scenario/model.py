@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from chaosbench.cluster.launch import keep_alive_problem
 from chaosbench.reference_trainer import DEFAULT_CONFIG
-from chaosbench.scenario import names
+from chaosbench.scenario import names, numbers
 
 Tier = Literal["memory", "nvme", "s3"]
 Backend = Literal["auto", "docker", "local", "slurm"]
@@ -23,17 +23,32 @@ Rendezvous = Literal["c10d", "c10d-links", "etcd-v3", "etcd"]
 # scenario about a hang or a crash names the ending it expects (`expect: {ends: stuck}`), else any
 # other ending fails the run whatever the checks say.
 Ending = Literal["reached_step", "settled", "completed", "stuck", "timeout", "nodes_exited"]
+# Sane maxima (docs/scenarios.md, "Refused up front"): far above any real scenario, low enough that a
+# typo (an extra 000, 1e12) is refused at load instead of being tried.
+MAX_S = 7 * 86400        # any duration, bound or trigger time: a week
+MAX_STEP = 10**9         # any step number or count of steps
+MAX_COUNT = 10_000       # occurrences, repetitions, restarts
+MAX_NODES = 64
+MAX_MB = 1 << 20         # 1 TiB, for a node's nvme / shm size
 
 
 class Strict(BaseModel):
     """Unknown keys are errors (a typo must not silently disable a check)."""
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _numbers(cls, v: Any, info):
+        why = numbers.problem(cls.model_fields[info.field_name].annotation, v)
+        if why:
+            raise ValueError(why)
+        return v
+
 
 class Elastic(Strict):
-    min_nodes: int = Field(1, ge=1)
-    max_nodes: int | None = Field(None, ge=1)
-    max_restarts: int = Field(10, ge=0)
+    min_nodes: int = Field(1, ge=1, le=MAX_NODES)
+    max_nodes: int | None = Field(None, ge=1, le=MAX_NODES)
+    max_restarts: int = Field(10, ge=0, le=MAX_COUNT)
 
 
 class SlurmCfg(Strict):
@@ -41,7 +56,7 @@ class SlurmCfg(Strict):
     partition: str | None = None
     account: str | None = None
     time: str | None = Field(None, pattern=r"^[0-9:-]+$")   # sbatch --time: minutes, [D-]HH:MM[:SS]
-    gpus_per_node: int | None = Field(None, ge=1)
+    gpus_per_node: int | None = Field(None, ge=1, le=64)
     sbatch_options: list[str] = Field(default_factory=list)   # verbatim, e.g. ["--qos=debug"]
     services: Literal["harness", "node"] | None = None   # where etcd/S3/proxy run (default: harness)
 
@@ -72,12 +87,12 @@ class SlurmCfg(Strict):
 
 class ClusterCfg(Strict):
     backend: Backend = "auto"
-    nodes: int = Field(2, ge=1, le=64)
+    nodes: int = Field(2, ge=1, le=MAX_NODES)
     procs_per_node: int = Field(1, ge=1, le=16)
     elastic: Elastic = Field(default_factory=Elastic)
     rendezvous: Rendezvous = "c10d"
-    nvme_size_mb: int = Field(256, ge=8)
-    shm_size_mb: int = Field(512, ge=8)
+    nvme_size_mb: int = Field(256, ge=8, le=MAX_MB)
+    shm_size_mb: int = Field(512, ge=8, le=MAX_MB)
     persistent_nvme: bool = True
     rdzv_timeouts: dict[str, int | float] = Field(default_factory=dict)   # ints stay ints: torchrun rejects '120.0'
     warm_start: bool = True   # reference trainer: workers fork from a node-local server with torch imported
@@ -102,6 +117,8 @@ class ClusterCfg(Strict):
             if names.bad(names.CONF_KEY, key):
                 raise ValueError(f"rdzv_timeouts key {key!r} is not a torchrun rdzv-conf name: use a-z 0-9 _ "
                                  f"(e.g. last_call_timeout)")
+            if not 0 < v[key] <= MAX_S:   # a negative one fails every rendezvous; inf never times out
+                raise ValueError(f"rdzv_timeouts.{key} is {v[key]}: give seconds above 0 and at most {MAX_S}")
         return v
 
     @model_validator(mode="after")
@@ -134,7 +151,7 @@ class ProgressCfg(Strict):
             raise ValueError(f"not a valid regular expression: {e}") from None
         if "step" not in pattern.groupindex:
             raise ValueError("the regex needs a named group 'step', e.g. 'step (?P<step>\\d+)'")
-        return v
+        return _tame(v)
 
 
 class TrainerCfg(Strict):
@@ -233,13 +250,23 @@ class TrainerCfg(Strict):
 
 class Trigger(Strict):
     """When a fault fires. Exactly one condition; `delay_s` waits after it holds."""
-    seconds: float | None = Field(None, ge=0, description="wall-clock offset from training start")
-    step: int | None = Field(None, ge=1, description="when any rank reports this step")
+    seconds: float | None = Field(None, ge=0, le=MAX_S, description="wall-clock offset from training start")
+    step: int | None = Field(None, ge=1, le=MAX_STEP, description="when any rank reports this step")
     event: str | None = Field(None, description="a trainer event name, e.g. checkpoint_saved")
     where: dict[str, Any] = Field(default_factory=dict, description="fields the event must carry")
-    occurrence: int = Field(1, ge=1, description="fire on the Nth matching event")
+    occurrence: int = Field(1, ge=1, le=MAX_COUNT, description="fire on the Nth matching event")
     after_fault: str | None = Field(None, description="id of a fault; fires once it healed")
-    delay_s: float = Field(0.0, ge=0)
+    delay_s: float = Field(0.0, ge=0, le=MAX_S)
+
+    @field_validator("where")
+    @classmethod
+    def _scalar_values(cls, v: dict[str, Any]):
+        # compared with `==` to one event field: a list or mapping could never equal it
+        for key, value in v.items():
+            if not isinstance(value, (str, int, float, bool)) and value is not None:
+                raise ValueError(f"where.{key} is a {type(value).__name__}: each value must be one string, number "
+                                 f"or boolean that the event's field equals (e.g. where: {{tier: nvme}})")
+        return v
 
     @model_validator(mode="after")
     def _exactly_one(self):
@@ -266,9 +293,9 @@ class Trigger(Strict):
 
 
 class Repeat(Strict):
-    times: int = Field(1, ge=1, description="total injections")
-    every_s: float = Field(30.0, gt=0, description="seconds between injections")
-    jitter_s: float = Field(0.0, ge=0, description="random extra delay per repetition (seeded)")
+    times: int = Field(1, ge=1, le=MAX_COUNT, description="total injections")
+    every_s: float = Field(30.0, gt=0, le=MAX_S, description="seconds between injections")
+    jitter_s: float = Field(0.0, ge=0, le=MAX_S, description="random extra delay per repetition (seeded)")
 
 
 class FaultEntry(Strict):
@@ -277,7 +304,7 @@ class FaultEntry(Strict):
     at: Trigger
     kind: str
     params: dict[str, Any] = Field(default_factory=dict)
-    duration_s: float | None = Field(None, ge=0, description="heal after this long (None: never, or at once "
+    duration_s: float | None = Field(None, ge=0, le=MAX_S, description="heal after this long (None: never, or at once "
                                      "for one-shot faults)")
     repeat: Repeat | None = None
 
@@ -327,23 +354,31 @@ class LogRegex(Strict):
             re.compile(v)
         except re.error as e:
             raise ValueError(f"not a valid regular expression: {e}") from None
-        return v
+        return _tame(v)
+
+
+def _tame(pattern: str) -> str:
+    from chaosbench.scenario.regexes import catastrophic
+    why = catastrophic(pattern)
+    if why:
+        raise ValueError(why)
+    return pattern
 
 
 class LossContinuity(Strict):
-    max_increase: float = Field(0.25, ge=0, description="allowed relative loss increase after a restore")
+    max_increase: float = Field(0.25, ge=0, le=1000, description="allowed relative loss increase after a restore")
 
 
 class Expect(Strict):
     recovered_from: Tier | None = None
-    resumed_at_step: int | None = Field(None, ge=0)
-    max_lost_steps: int | None = Field(None, ge=0)
-    max_recovery_seconds: float | None = Field(None, gt=0)
+    resumed_at_step: int | None = Field(None, ge=0, le=MAX_STEP)
+    max_lost_steps: int | None = Field(None, ge=0, le=MAX_STEP)
+    max_recovery_seconds: float | None = Field(None, gt=0, le=MAX_S)
     world_size_after: int | None = Field(None, ge=1)
-    world_sizes: list[int] | None = None
-    reaches_step: int | None = Field(None, ge=1)
-    within_seconds: float | None = Field(None, gt=0, description="time budget for reaches_step")
-    trains_after_settle: int | None = Field(None, ge=5, description="stop once the job trained this many steps "
+    world_sizes: list[int] | None = Field(None, min_length=1, max_length=MAX_COUNT)
+    reaches_step: int | None = Field(None, ge=1, le=MAX_STEP)
+    within_seconds: float | None = Field(None, gt=0, le=MAX_S, description="time budget for reaches_step")
+    trains_after_settle: int | None = Field(None, ge=5, le=MAX_STEP, description="stop once the job trained this many steps "
                                             "(5 or more: fewer could be a dying round's in-flight steps) in one unbroken stretch (one world size, no restart) after every "
                                             "fault fired and healed, at the final world size when the story names "
                                             "one (scenario/stop.py, checks/settle.py)")
@@ -354,13 +389,13 @@ class Expect(Strict):
     log_regex: list[LogRegex] = Field(default_factory=list)
     optional: list[str] = Field(default_factory=list, description="checks allowed to be not evaluated")
     ends: Ending | None = Field(None, description="the run's expected ending, when it is not a normal one")
-    max_detection_seconds: float | None = Field(None, gt=0, description="per fault: injection -> first sign "
+    max_detection_seconds: float | None = Field(None, gt=0, le=MAX_S, description="per fault: injection -> first sign "
                                                 "the job noticed it (checks/detection.py)")
     detect_faults: list[str] | None = Field(None, min_length=1, description="the fault ids max_detection_seconds "
                                             "judges (default: every fault)")
-    max_slowdown: float | None = Field(None, ge=1, description="per fault: step rate during it >= the rate "
+    max_slowdown: float | None = Field(None, ge=1, le=10**6, description="per fault: step rate during it >= the rate "
                                        "before it / this (checks/slowdown.py)")
-    evicts_straggler_within_s: float | None = Field(None, gt=0, description="per throttle_node fault: the job "
+    evicts_straggler_within_s: float | None = Field(None, gt=0, le=MAX_S, description="per throttle_node fault: the job "
                                                     "trains on without the slow node within this (checks/eviction.py)")
     replicas_agree: bool | None = Field(None, description="the ranks' param_digest agree at every step, or the "
                                         "job rolled back to a step where they did (checks/replicas.py)")
@@ -406,13 +441,14 @@ class Expect(Strict):
 
 
 class RunCfg(Strict):
-    timeout_s: float = Field(600.0, gt=0, description="hard limit for the whole run")
-    stuck_after_s: float = Field(120.0, gt=0, description="stop when no rank made progress for this long")
-    settle_s: float = Field(0.0, ge=0, description="keep observing this long after reaches_step")
+    timeout_s: float = Field(600.0, gt=0, le=MAX_S, description="hard limit for the whole run")
+    stuck_after_s: float = Field(120.0, gt=0, le=MAX_S, description="stop when no rank made progress for this long")
+    settle_s: float = Field(0.0, ge=0, le=MAX_S, description="keep observing this long after reaches_step")
 
 
 class Scenario(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    # it starts the run directory's name (<name>-<date>-<time>-<hex>): one path component, <= 255 bytes
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", max_length=names.MAX_SCENARIO_NAME)
     description: str = ""
     cluster: ClusterCfg = Field(default_factory=ClusterCfg)
     trainer: TrainerCfg = Field(default_factory=TrainerCfg)
@@ -438,6 +474,14 @@ class Scenario(Strict):
                 raise ValueError(f"fault '{f.id}': after_fault '{ref}' names no other fault; "
                                  f"fault ids: {', '.join(sorted(seen))}")
         return self
+
+    def trainer_overrides(self) -> dict[str, Any]:
+        """The reference trainer's overrides as run: the cluster's elastic range, then the scenario's own.
+        The trainer refuses a world outside its config's elastic.min_nodes..max_nodes, so a cluster wider
+        than the config (6 nodes with tiny.yaml's max_nodes: 4) would crash-loop; the cluster is where a
+        scenario states the range, so it is handed over (an explicit narrower override is refused)."""
+        e = self.cluster.elastic
+        return {"elastic.min_nodes": e.min_nodes, "elastic.max_nodes": e.max_nodes, **self.trainer.overrides}
 
     def node_names(self) -> list[str]:
         return [f"node-{i}" for i in range(self.cluster.nodes)]

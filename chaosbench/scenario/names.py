@@ -20,6 +20,28 @@ CONF_KEY = re.compile(r"[a-z_][a-z0-9_]{0,63}")                       # torchrun
 SLURM_NAME = re.compile(r"[A-Za-z0-9_.,:+-]{1,128}")                  # partition / account lists
 
 
+# The run directory is <report-dir>/<name>-YYYYmmdd-HHMMSS-xxxx (runner.py): one component, which a
+# file system takes up to 255 bytes long; the name leaves room for that suffix and for suffixes the
+# backends add. Below it the record needs about RUN_DIR_DEPTH more bytes (inventories/<id>-N.json,
+# late writes set aside under their own paths), all under PATH_MAX.
+MAX_SCENARIO_NAME = 128
+RUN_ID_SUFFIX = len("-20250101-120000-abcd")
+RUN_DIR_DEPTH = 512
+PATH_MAX = 4096
+
+
+def run_dir_problem(report_dir, scenario_name: str) -> str | None:
+    """Why reports/<run-id>/ for this scenario would be too long a path, or None."""
+    import os
+    base = os.path.abspath(os.fspath(report_dir))
+    longest = len(os.fsencode(base)) + 1 + len(scenario_name) + RUN_ID_SUFFIX + RUN_DIR_DEPTH
+    if longest <= PATH_MAX:
+        return None
+    return (f"--report-dir: the run directory {base}/{scenario_name}-<date>-<time>-<hex> leaves too little of the "
+            f"{PATH_MAX}-byte path limit for the files of a run (about {RUN_DIR_DEPTH} bytes below it); "
+            f"choose a shorter --report-dir or a shorter scenario name")
+
+
 def fault_id_problem(fault_id: str) -> str | None:
     if FAULT_ID.fullmatch(fault_id) and ".." not in fault_id:
         return None

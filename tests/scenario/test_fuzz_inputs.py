@@ -209,4 +209,4 @@ def test_a_recursive_yaml_anchor_is_refused_naming_the_file(tmp_path):
     path.write_text("&id001\nnode: *id001\n")
     with pytest.raises(ScenarioError) as e:
         load_scenario(path)
-    assert str(path) in str(e.value.problems) and "recursive anchor" in str(e.value.problems)
+    assert str(path) in str(e.value.problems) and "anchors and aliases" in str(e.value.problems)

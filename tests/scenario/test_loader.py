@@ -163,7 +163,8 @@ def test_file_that_is_not_utf8_names_file_and_line(tmp_path):
 
 def test_fault_rank_beyond_the_cluster_shape_is_refused(tmp_path):
     text = GOOD.replace("kill_node: {node: node-2}", "kill_worker: {node: node-1, local_rank: 2}")
-    text = text.replace("rendezvous: etcd-v3}", "rendezvous: etcd-v3, procs_per_node: 2}")
+    text = text.replace("rendezvous: etcd-v3}", "rendezvous: etcd-v3, procs_per_node: 2}").replace(
+        "world_size_after: 2", "world_size_after: 4")   # 2 nodes x 2 ranks
     [p] = problems(tmp_path, text)
     assert "faults[0].kill_worker.local_rank: local_rank 2 does not exist" in p and "valid: 0-1" in p
     assert load_scenario(write(tmp_path, text.replace("local_rank: 2", "local_rank: 1"), "ok.yaml"))
