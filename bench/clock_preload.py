@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from chaosbench.cluster.innode_clock import build_shim, node_clock  # noqa: E402
+from chaosbench.cluster.node.clock import build_shim, node_clock  # noqa: E402
 
 PER_CALL = ("import time\nn = 300000\nt = time.perf_counter()\nfor _ in range(n): time.time()\n"
             "print((time.perf_counter() - t) / n * 1e9)")

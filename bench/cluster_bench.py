@@ -67,7 +67,7 @@ def main() -> int:
             print(f"{backend}: NOT MEASURED ({avail.get(backend, 'unknown backend')})")
             continue
         if backend == "docker":
-            from chaosbench.cluster.images import node_image
+            from chaosbench.cluster.docker.images import node_image
             t = time.perf_counter()
             node_image()
             print(f"docker: image build/reuse {time.perf_counter() - t:.1f}s (not part of the figures)")

@@ -1,4 +1,4 @@
-"""The disk layer's cost (chaosbench/cluster/disk_layer.py): checkpoint saves and reads through the FUSE
+"""The disk layer's cost (chaosbench/cluster/node/disk_layer.py): checkpoint saves and reads through the FUSE
 layer against the plain directory underneath, side by side in one run.
 
     sudo .venv/bin/python bench/fuse_overhead.py [--mb 64] [--repeat 5] [--dir /tmp]
@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from chaosbench.cluster import disk_layer  # noqa: E402
+from chaosbench.cluster.node import disk_layer  # noqa: E402
 from trainer.checkpoint.local_store import LocalStore  # noqa: E402
 
 LAYER = Path(disk_layer.__file__)

@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from chaosbench.cluster.base import ClusterSpec
-from chaosbench.cluster.compose_file import ComposePlan, dump, render, render_gpu_override
+from chaosbench.cluster.docker.compose_file import ComposePlan, dump, render, render_gpu_override
 
 
 def main() -> int:

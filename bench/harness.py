@@ -56,7 +56,7 @@ def one_run(scenario: str, backend: str, report_dir: Path) -> dict:
 
     t_images = time.time()
     if backend == "docker":
-        from chaosbench.cluster import images
+        from chaosbench.cluster.docker import images
         images.node_image()          # a no-op when the images exist: its cost is the check
     def create(name, spec, **kw):   # the cluster, its teardown timed (the runner says only when it ends)
         from chaosbench.cluster import create_cluster

@@ -1,4 +1,4 @@
-"""What the NFQUEUE handler (chaosbench/cluster/innode_nfqueue.py) costs a link, side by side in one run:
+"""What the NFQUEUE handler (chaosbench/cluster/node/nfqueue.py) costs a link, side by side in one run:
 two network namespaces joined by a veth pair (as two docker nodes are), measured without the handler
 and with it bound at delay 0 (every packet read, judged and accepted by it):
   round trip  median / p99 of 1-byte TCP echoes (TCP_NODELAY)
@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-HANDLER = Path(__file__).resolve().parents[1] / "chaosbench" / "cluster" / "innode_nfqueue.py"
+HANDLER = Path(__file__).resolve().parents[1] / "chaosbench" / "cluster" / "node" / "nfqueue.py"
 A, B, IP_A, IP_B, QUEUE = "cbbenchA", "cbbenchB", "10.209.0.1", "10.209.0.2", 459
 PIDFILE = "/tmp/cbbench-nfqueue.pid"
 

@@ -22,7 +22,8 @@ from chaosbench.analyse import analyse
 from chaosbench.checks.history import History
 from chaosbench.checks.record import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
 from chaosbench.checks.registry import pending_count
-from chaosbench.cluster.base import ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.errors import ClusterError, UnsupportedFault
 from chaosbench.cluster import backend_primitives, pick_backend
 from chaosbench.cluster.lifecycle import UpDown
 from chaosbench.evidence.collect import collect_evidence, inventory_at

@@ -26,7 +26,7 @@ if [ "${CHAOSBENCH_SKIP_IMAGES:-0}" != 1 ] && command -v docker >/dev/null && do
   images=1
   # the base image (debootstrap, network-bound) needs no venv: build it while pip fills .venv
   base_log=$(mktemp -t chaosbench-setup-base.XXXXXX)
-  python3 -m chaosbench.cluster.images base > "$base_log" 2>&1 &
+  python3 -m chaosbench.cluster.docker.images base > "$base_log" 2>&1 &
   base_pid=$!
   trap 'kill "$base_pid" 2>/dev/null; rm -f "$base_log"' INT TERM
 fi
@@ -47,9 +47,9 @@ if [ "$images" = 1 ]; then
   # the test command's many runs import torch from a volume where docker's storage driver is slow
   # (fuse-overlayfs): a minute of copying, repaid over the suite, not by the main job's one run
   if [ "${1:-}" = "--slurm" ]; then
-    .venv/bin/python -m chaosbench.cluster.images build --venv-volume
+    .venv/bin/python -m chaosbench.cluster.docker.images build --venv-volume
   else
-    .venv/bin/python -m chaosbench.cluster.images build
+    .venv/bin/python -m chaosbench.cluster.docker.images build
   fi
   # the Slurm test cluster's image (tests/slurm) only for the test command (`setup.sh --slurm`):
   # the main job does not use it. Built here rather than inside a test's time limit.

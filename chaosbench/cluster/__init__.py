@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.base import Cluster, ClusterSpec
+from chaosbench.cluster.errors import ClusterError, UnsupportedFault
 
 __all__ = ["Cluster", "ClusterError", "ClusterSpec", "UnsupportedFault", "available_backends",
            "backend_primitives", "create_cluster", "pick_backend"]
@@ -12,8 +13,8 @@ __all__ = ["Cluster", "ClusterError", "ClusterSpec", "UnsupportedFault", "availa
 
 def backend_primitives() -> dict[str, frozenset[str]]:
     """Backend name -> the fault primitives it has on this machine (`chaosbench list`, refusals)."""
-    from chaosbench.cluster.docker_backend import DockerCluster
-    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.docker.backend import DockerCluster
+    from chaosbench.cluster.local.backend import LocalCluster
     from chaosbench.cluster.slurm.backend import supported as slurm_supported
     return {"docker": DockerCluster.supported_faults, "local": LocalCluster.supported_faults,
             "slurm": slurm_supported()}
@@ -21,7 +22,7 @@ def backend_primitives() -> dict[str, frozenset[str]]:
 
 def available_backends() -> dict[str, str | None]:
     """Backend name -> None if usable on this machine, else the reason it is not."""
-    from chaosbench.cluster.docker_cli import docker_unusable
+    from chaosbench.cluster.docker.cli import docker_unusable
     from chaosbench.services.etcd_server import ETCD_BINARY
     local = None
     if not (os.path.exists(ETCD_BINARY) or shutil.which(ETCD_BINARY)):
@@ -38,10 +39,10 @@ def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
     slurm options: partition=, account=, time_limit=, gpus_per_node=, sbatch_options= (docs/slurm.md).
     """
     if backend == "docker":
-        from chaosbench.cluster.docker_backend import DockerCluster
+        from chaosbench.cluster.docker.backend import DockerCluster
         return DockerCluster(spec, **options)
     if backend == "local":
-        from chaosbench.cluster.local_backend import LocalCluster
+        from chaosbench.cluster.local.backend import LocalCluster
         if options:
             raise ClusterError(f"backend 'local' takes no options (got {', '.join(options)})")
         return LocalCluster(spec)

@@ -17,7 +17,9 @@ import signal
 import socket
 from pathlib import Path
 
-from chaosbench.cluster import disk_layer, loopfs, proctree
+from chaosbench.cluster import loopfs, proctree
+
+from chaosbench.cluster.node import disk_layer
 from chaosbench.cluster import owner as owner_mod
 
 SHM_ROOT = Path("/dev/shm")   # local nodes' memory tier: chaosbench-<project>/<node>, with an owner file
@@ -35,7 +37,7 @@ def note_clock_root(shm_dir: Path, pid: int) -> None:
 def clock_leftovers(shm_dir: Path) -> list[str]:
     """Remove the libfaketime files of the trees `shm_dir` lists; the paths removed. A pid that is now
     another process (another start time) may own a file of that name: kept."""
-    from chaosbench.cluster.innode_clock import SHM_FILES
+    from chaosbench.cluster.node.clock import SHM_FILES
     try:
         lines = (Path(shm_dir) / CLOCK_ROOTS).read_text().splitlines()
     except OSError:
@@ -63,7 +65,7 @@ def _other_host(tok: str) -> bool:
 
 
 def _docker(everything: bool, removed: dict, kept: list) -> None:
-    from chaosbench.cluster.docker_cli import docker_unusable, leftovers, owners, remove_project
+    from chaosbench.cluster.docker.cli import docker_unusable, leftovers, owners, remove_project
     why = docker_unusable()
     if why is not None:
         removed["docker"] = [f"not checked: {why}"]

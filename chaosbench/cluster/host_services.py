@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.launch import S3_BUCKET
 from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
 from chaosbench.services.etcd_server import EtcdServer

@@ -103,7 +103,7 @@ def warm_start_argv(python: str, launcher: list[str], worker: list[str]) -> list
 
 
 def validate(spec: ClusterSpec) -> None:
-    from chaosbench.cluster.base import ClusterError
+    from chaosbench.cluster.errors import ClusterError
     problems = []
     if spec.rendezvous not in RDZV_BACKENDS:
         problems.append(f"rendezvous={spec.rendezvous!r}: use one of {', '.join(RDZV_BACKENDS)}")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 
 ROOT = Path(os.environ.get("CHAOSBENCH_DISK_ROOT", "/var/tmp/chaosbench-disks"))
 

@@ -2,13 +2,18 @@
 
 torchrun starts each worker in its own session, so killing the agent's process group misses the
 workers (they live on as orphans). Every process of a node inherits marker variables from the
-launcher, so scanning /proc/*/environ finds the whole node — agent, workers, their children.
+launcher, so scanning /proc/*/environ finds the whole node — agent, workers, their children. Also the
+two readings of a process the local and Slurm backends start here: a launcher's status and an
+in-node command's result.
 """
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
+
+from chaosbench.cluster.errors import ClusterError
 
 
 def _environ(pid: int) -> dict[bytes, bytes] | None:
@@ -74,3 +79,19 @@ def zombie(pid: int) -> bool:
         return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] == b"Z"
     except OSError:
         return True
+
+
+def launcher_status(proc: subprocess.Popen | None) -> str | None:
+    """node_status of a node run by a launcher process here: 'absent', 'exited:<code>', or None while it runs."""
+    if proc is None:
+        return "absent"
+    code = proc.poll()
+    return None if code is None else f"exited:{code}"
+
+
+def completed(argv: list[str], proc: subprocess.CompletedProcess, where: str) -> str:
+    """stdout of a finished in-node command, or ClusterError with its stderr."""
+    if proc.returncode != 0:
+        raise ClusterError(f"{where}: {' '.join(argv[:2])[:80]} ... failed ({proc.returncode}): "
+                           f"{(proc.stderr or '').strip()[-500:]}")
+    return proc.stdout

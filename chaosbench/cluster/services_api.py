@@ -11,7 +11,7 @@ import time
 import urllib.error
 import urllib.request
 
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.proxy.client import ProxyAPIError, ProxyClient
 
 

@@ -109,7 +109,7 @@ def congestion_control() -> str | None:
 def packet_check(t: Target, config: str | None = None, cc: str | None = None) -> CheckResult:
     """Which of packet_fault's mechanisms this kernel offers (docker nodes share it): loss by iptables
     statistic, rate by htb, delay / jitter / duplicate / corrupt / reorder by netem, else by the in-node
-    NFQUEUE handler (cluster/innode_nfqueue.py); and the TCP congestion control docker nodes inherit
+    NFQUEUE handler (cluster/node/nfqueue.py); and the TCP congestion control docker nodes inherit
     (what reordering jitter costs depends on it)."""
     import gzip
     if config is None:

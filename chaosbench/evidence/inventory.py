@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from chaosbench.cluster.base import FILL_FILE
+from chaosbench.cluster.node.scripts import FILL_FILE
 from chaosbench.instrument.manifest import STEP_NAME, is_temporary, step_of, verify_dir
 
 __all__ = ["STEP_NAME", "take_inventory", "verify_dir"]

@@ -3,7 +3,7 @@
 Mechanism: libfaketime preloaded into every process of the node's training from the node's start
 whenever the scenario has a clock_skew (ClusterSpec.fake_clock, read where the node is launched, so it
 holds across node restarts), reading its offset from a per-node control file that holds "+0" until the
-fault (cluster/innode_clock.py). What moves: time(), gettimeofday(), clock_gettime(CLOCK_REALTIME) in
+fault (cluster/node/clock.py). What moves: time(), gettimeofday(), clock_gettime(CLOCK_REALTIME) in
 every dynamically linked process of the node; CLOCK_MONOTONIC does not (an NTP step does not move it
 either). Refused where a backend cannot start its nodes under the preload (Slurm: the nodes are launched
 by srun in the site's environment).
@@ -53,7 +53,7 @@ class ClockSkew(Fault):
         return frozenset(cls.needs) | ({"skew_monotonic"} if params.clocks == "all" else set())
 
     def _inject(self):
-        from chaosbench.cluster.innode_clock import control_text
+        from chaosbench.cluster.node.clock import control_text
         self.target = self.pick_node(self.p.node)
         if self.p.clocks == "all":
             self.cluster.skew_monotonic(self.target)
@@ -66,7 +66,7 @@ class ClockSkew(Fault):
         self.healed = self.cluster.restore_clock(self.target)
 
     def _record(self, action: str, started: float) -> float:
-        from chaosbench.cluster.innode_clock import NO_SKEW
+        from chaosbench.cluster.node.clock import NO_SKEW
         seen = self.seen if action == "inject" else self.healed
         return self.ctx.log.record(self.id, self.name, action, self.target, {
             **self.p.model_dump(), "mechanism": MECHANISM, "control": self.control if action == "inject" else NO_SKEW,

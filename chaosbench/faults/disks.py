@@ -1,4 +1,4 @@
-"""Disk faults through a FUSE passthrough layer (cluster/disk_layer.py) over a node's NVMe or memory tier:
+"""Disk faults through a FUSE passthrough layer (cluster/node/disk_layer.py) over a node's NVMe or memory tier:
 errors (EIO, ENOSPC, EROFS) on one kind of operation with a probability, latency, bits flipped on read.
 
 The layer must be mounted before the job starts, so the scenario decides where it runs: `disk_layers`
@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.faults.base import NODE_NAME, Fault, FaultParams
 from chaosbench.faults.registry import register
 

@@ -2,7 +2,7 @@
 
 The fault says how much memory the node keeps: `mb` MiB, or `fraction` of what its processes hold
 at injection (anonymous and shared memory, which cannot be paged out without swap). The backend
-does the squeeze (docker: the container's memory cgroup, chaosbench/cluster/docker_memory.py) and
+does the squeeze (docker: the container's memory cgroup, chaosbench/cluster/docker/memory.py) and
 counts the OOM kills by the heal; the heal record carries them (`oom_kills`) with the limit, so the
 checks and the diagnosis read from the fault log what the kernel did.
 

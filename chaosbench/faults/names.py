@@ -1,7 +1,7 @@
 """Name faults: a rendezvous, etcd, S3 or proxy name (or any host name) stops resolving on one node.
 
 docker: the node's own /etc/hosts and resolv.conf, edited in place and restored byte for byte at heal
-(innode.BREAK_NAME / RESTORE_NAMES). local and Slurm: the nodes share the host's resolver, so the
+(cluster/node/scripts.py BREAK_NAME / RESTORE_NAMES). local and Slurm: the nodes share the host's resolver, so the
 fault is refused up front there.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 data plane (the other trainers), the control plane (the rendezvous endpoint, etcd, S3) or one peer. The
 fault record says which mechanism carried each effect: iptables `statistic` for loss, an htb class for
 rate, netem for the rest where the kernel has sch_netem, else the in-node NFQUEUE handler
-(cluster/innode.py, cluster/innode_nfqueue.py). Delay and the rest act on what the node sends (egress,
+(cluster/node/scripts.py, cluster/node/nfqueue.py). Delay and the rest act on what the node sends (egress,
 as netem does): a round trip to a target is longer by one delay; loss drops both ways."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from chaosbench.cluster.base import NETEM_FIELDS
+from chaosbench.cluster.primitives.links import NETEM_FIELDS
 from chaosbench.faults.base import NODE_NAME, Fault, FaultParams
 from chaosbench.faults.registry import register
 

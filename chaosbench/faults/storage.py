@@ -6,7 +6,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from chaosbench.cluster.base import FILL_FILE, ClusterError
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.node.scripts import FILL_FILE
 from chaosbench.faults.base import Fault, NodeParams
 from chaosbench.faults.registry import register
 from chaosbench.instrument import manifest

@@ -126,7 +126,7 @@ def test_reference_trainer_is_not_wrapped():
 
 def _compose(spec: ClusterSpec) -> dict:
     import ipaddress
-    from chaosbench.cluster.compose_file import ComposePlan, render
+    from chaosbench.cluster.docker.compose_file import ComposePlan, render
     plan = ComposePlan(project="cbt", image="chaosbench/node:x", subnet=ipaddress.ip_network("10.222.6.0/24"),
                        owner="o", events_host_dir="/ev", source_dir="/src")
     return render(plan, spec, ["node-0"])["services"]["node-0"]

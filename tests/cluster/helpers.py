@@ -69,7 +69,7 @@ def sigkill_then_clean(p, project: str, container: str, timeout: float = 30) -> 
     import os
     import signal
 
-    from chaosbench.cluster.docker_cli import docker, leftovers, sweep
+    from chaosbench.cluster.docker.cli import docker, leftovers, sweep
     pid = docker("inspect", "-f", "{{.State.Pid}}", container).strip()
     os.kill(p.pid, signal.SIGKILL)
     p.wait(timeout=10)

@@ -22,8 +22,8 @@ import pytest
 
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.docker_cli import docker_unusable, leftovers, owners
-from chaosbench.cluster.local_backend import SHM_ROOT
+from chaosbench.cluster.docker.cli import docker_unusable, leftovers, owners
+from chaosbench.cluster.local.backend import SHM_ROOT
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS = int(os.environ.get("ABUSE_TRIALS", "4"))

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from chaosbench.cluster import ClusterSpec, available_backends, create_cluster
-from chaosbench.cluster.docker_cli import docker
-from chaosbench.cluster.innode_clock import CONTROL, NO_SKEW
+from chaosbench.cluster.docker.cli import docker
+from chaosbench.cluster.node.clock import CONTROL, NO_SKEW
 
 from .helpers import harness_mid_fault, sigkill_then_clean
 
@@ -38,7 +38,7 @@ WATCH = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def image():
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     return node_image()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chaosbench.cluster import ClusterSpec, create_cluster
-from chaosbench.cluster.local_backend import sweep
+from chaosbench.cluster.local.backend import sweep
 
 from .helpers import harness_mid_fault
 from .test_clock_fault_docker import WATCH

@@ -8,10 +8,12 @@ import time
 
 import pytest
 
-from chaosbench.cluster import ClusterSpec, available_backends, create_cluster, innode
-from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.disk_layer import FSNAME, layer_mounts
-from chaosbench.cluster.docker_cli import docker, leftovers
+from chaosbench.cluster import ClusterSpec, available_backends, create_cluster
+
+from chaosbench.cluster.node import scripts
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.node.disk_layer import FSNAME, layer_mounts
+from chaosbench.cluster.docker.cli import docker, leftovers
 from tests.cluster.helpers import harness_mid_fault, sigkill_then_clean
 
 _why = available_backends()["docker"]
@@ -27,7 +29,7 @@ WRITE = ("import errno, os, sys\ntry:\n    fd = os.open(sys.argv[1], os.O_WRONLY
 
 @pytest.fixture(scope="module")
 def image():
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     return node_image()
 
 
@@ -80,7 +82,7 @@ def test_fault_heal_and_writeback_loss_across_a_restart(tmp_path, image):
         assert c.heal_disk("node-1", "nvme") is None
         c.start_node("node-1")
         _wait_mounted(c, "node-1")
-        assert json.loads(c._run_in_node("node-1", innode.DISK_LAYER, "stats", "nvme"))["active"] is None
+        assert json.loads(c._run_in_node("node-1", scripts.DISK_LAYER, "stats", "nvme"))["active"] is None
         project = c.project
     assert leftovers(project) == {"containers": [], "networks": [], "volumes": []}
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from chaosbench.cluster import ClusterSpec, create_cluster
-from chaosbench.cluster.disk_layer import layer_mounts
-from chaosbench.cluster.local_backend import _no_fuse
+from chaosbench.cluster.node.disk_layer import layer_mounts
+from chaosbench.cluster.local.backend import _no_fuse
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300),
               pytest.mark.skipif(_no_fuse() is not None, reason=f"no disk layer here: {_no_fuse()}")]

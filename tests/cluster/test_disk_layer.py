@@ -1,4 +1,4 @@
-"""The disk layer itself (cluster/disk_layer.py), mounted for real on this host in a temp directory:
+"""The disk layer itself (cluster/node/disk_layer.py), mounted for real on this host in a temp directory:
 passthrough, each injected errno, latency, bit flips, writeback loss after a SIGKILL of the daemon,
 a clean unmount. Needs root and /dev/fuse (skipped without them)."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaosbench.cluster import disk_layer
+from chaosbench.cluster.node import disk_layer
 
 LAYER = Path(disk_layer.__file__)
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/fuse"),

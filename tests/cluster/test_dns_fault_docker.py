@@ -3,7 +3,7 @@ connect, the other names untouched, and heal putting /etc/hosts and /etc/resolv.
 import pytest
 
 from chaosbench.cluster import ClusterSpec, UnsupportedFault, available_backends, create_cluster
-from chaosbench.cluster.docker_cli import docker
+from chaosbench.cluster.docker.cli import docker
 
 _why = available_backends()["docker"]
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(600),
@@ -38,7 +38,7 @@ FILES = "cat /etc/hosts /etc/resolv.conf; iptables -S OUTPUT; ls -A /run/chaosbe
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     spec = ClusterSpec(run_id="dnsf", run_dir=tmp_path_factory.mktemp("dns"), nodes=2, min_nodes=1, max_nodes=2,
                        rendezvous="c10d", command=["sleep", "600"], nvme_size_mb=64)   # no training needed
     c = create_cluster("docker", spec, image=node_image())

@@ -8,8 +8,10 @@ import time
 
 import pytest
 
-from chaosbench.cluster import ClusterSpec, available_backends, create_cluster, innode
-from chaosbench.cluster.docker_cli import docker, leftovers, sweep
+from chaosbench.cluster import ClusterSpec, available_backends, create_cluster
+
+from chaosbench.cluster.node import scripts
+from chaosbench.cluster.docker.cli import docker, leftovers, sweep
 
 from .helpers import events, max_step, train_kill_recover, wait_for
 from .test_local_cluster import HARNESS, OVERRIDES, RDZV_TIMEOUTS
@@ -29,7 +31,7 @@ def _stopped_in_node(project: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def image():
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     return node_image()   # reuses the tag when nothing changed (seconds)
 
 
@@ -61,7 +63,7 @@ def test_docker_train_kill_recover_teardown(tmp_path, image, s3):
         assert "CHAOSBENCH" not in docker("exec", f"{project}-node-1", "iptables", "-S")
         # freeze one worker (warm-started: the fork that trains, and its client), never the agent
         wait_for("a worker on node-0", lambda: max_step(events(cluster.events_dir), node="node-0") > 0, 240)
-        listed = cluster._run_in_node("node-0", innode.PROCS, "workers", "0", "0").split()
+        listed = cluster._run_in_node("node-0", scripts.PROCS, "workers", "0", "0").split()
         cluster.freeze_worker("node-0", 0)
         stopped = _stopped_in_node(project)
         assert len(listed) >= 2 and stopped == set(listed), (listed, stopped)   # agent, server run on
@@ -118,9 +120,9 @@ def test_docker_ctrl_c_and_crash_leave_nothing(tmp_path, image, monkeypatch):
 
 def test_a_users_image_is_checked_before_the_cluster_starts(image):
     """trainer.image: missing, or without torch, is named with the fix instead of every node exiting 1."""
-    from chaosbench.cluster.base import ClusterError
-    from chaosbench.cluster.docker_backend import check_trainer_image
-    from chaosbench.cluster.images import build_base
+    from chaosbench.cluster.errors import ClusterError
+    from chaosbench.cluster.docker.backend import check_trainer_image
+    from chaosbench.cluster.docker.images import build_base
     with pytest.raises(ClusterError, match=r"trainer.image 'me/absent:1' is not among the local docker images"):
         check_trainer_image("me/absent:1", "c10d")
     with pytest.raises(ClusterError, match=r"cannot import torch, etcd3 \(ModuleNotFoundError.*'torch'\).*FROM"):
@@ -132,7 +134,7 @@ def test_a_standby_boots_outside_the_rendezvous_until_released(tmp_path, image):
     """Cluster.add_standby: the node's container runs (torch imported) while training goes on at
     world 2 without it; release_standby lets it join the next round (world 3). A node added with
     add_node trained ~6 s after it was added (node_join): 12 s without a join shows the hold."""
-    from chaosbench.cluster.base import ClusterError
+    from chaosbench.cluster.errors import ClusterError
     spec = ClusterSpec(run_id="stby", run_dir=tmp_path, nodes=2, min_nodes=2, max_nodes=3,
                        rendezvous="etcd-v3", trainer_overrides=OVERRIDES, nvme_size_mb=64,
                        rdzv_timeouts=RDZV_TIMEOUTS)

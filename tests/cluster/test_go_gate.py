@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from chaosbench.cluster.base import ClusterSpec
-from chaosbench.cluster.compose_file import (CONTROL_IN_NODE, GO_FILE, READY_IN_NODE, STANDBY_CPU_SHARES, ComposePlan,
+from chaosbench.cluster.docker.compose_file import (CONTROL_IN_NODE, GO_FILE, READY_IN_NODE, STANDBY_CPU_SHARES, ComposePlan,
                                              go_file_of, node_service)
 from chaosbench.cluster.launch import GO_GATE, gated, prepared, unprepared, warm_start_argv
 
@@ -111,7 +111,7 @@ def test_warm_node_runs_torchrun_in_process_after_go(tmp_path):
 
 
 def _docker_cluster(tmp_path, ready_files, statuses):
-    from chaosbench.cluster.docker_backend import DockerCluster
+    from chaosbench.cluster.docker.backend import DockerCluster
     c = object.__new__(DockerCluster)
     c.plan = _plan("/c", str(tmp_path))
     c.plan.ready_files = {n: str(tmp_path / n) for n in ready_files}

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from chaosbench.cluster import images
+from chaosbench.cluster.docker import images
 
 
 @pytest.fixture

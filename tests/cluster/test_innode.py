@@ -1,4 +1,4 @@
-"""In-node commands (innode.py, innode_procs.py) and the capabilities the base derives from code."""
+"""In-node commands (node/scripts.py, procs.py) and the capabilities the base derives from code."""
 from __future__ import annotations
 
 import os
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from chaosbench.cluster import innode, innode_procs
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault, fault_primitives
+from chaosbench.cluster.node import procs, scripts
+from chaosbench.cluster.base import Cluster, ClusterSpec, fault_primitives
+from chaosbench.cluster.errors import ClusterError, UnsupportedFault
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,29 +59,29 @@ def agent_tree():
 
 # -- scripts ---------------------------------------------------------------------------------------
 def test_scripts_ship_as_python_source_or_sh_with_arguments_after_the_name():
-    assert innode.PROCS.argv("/usr/bin/python3", "workers", "STOP", "0")[:2] == ["/usr/bin/python3", "-c"]
-    assert innode.FREE.argv("python", "/nvme") == ["sh", "-c", innode.FREE.source, "free", "/nvme"]
-    drop = innode.cut(innode.DROP).source
+    assert scripts.PROCS.argv("/usr/bin/python3", "workers", "STOP", "0")[:2] == ["/usr/bin/python3", "-c"]
+    assert scripts.FREE.argv("python", "/nvme") == ["sh", "-c", scripts.FREE.source, "free", "/nvme"]
+    drop = scripts.cut(scripts.DROP).source
     assert 'iptables -A CHAOSBENCH -s "$ip" -j DROP' in drop and 'iptables -A CHAOSBENCH -d "$ip" -j DROP' in drop
-    assert "REJECT --reject-with tcp-reset" in innode.cut(innode.REJECT).source
-    assert "iptables -X CHAOSBENCH" in innode.HEAL.source
+    assert "REJECT --reject-with tcp-reset" in scripts.cut(scripts.REJECT).source
+    assert "iptables -X CHAOSBENCH" in scripts.HEAL.source
 
 
 def test_fill_and_free_write_and_remove_the_ballast_and_fill_honours_its_guard(tmp_path):
     def run(script, *args):
         return subprocess.run(script.argv(sys.executable, *args), capture_output=True, text=True)
-    assert run(innode.FILL, str(tmp_path), "0.0001").returncode == 0   # nothing to add on a fuller disk
-    guard = run(innode.FILL, str(tmp_path), "100", "/")                 # '/' is the root filesystem itself
+    assert run(scripts.FILL, str(tmp_path), "0.0001").returncode == 0   # nothing to add on a fuller disk
+    guard = run(scripts.FILL, str(tmp_path), "100", "/")                 # '/' is the root filesystem itself
     assert guard.returncode != 0 and "not its own filesystem" in guard.stderr
-    (tmp_path / innode.FILL_FILE).write_bytes(b"x")
-    assert run(innode.FREE, str(tmp_path)).returncode == 0 and not (tmp_path / innode.FILL_FILE).exists()
+    (tmp_path / scripts.FILL_FILE).write_bytes(b"x")
+    assert run(scripts.FREE, str(tmp_path)).returncode == 0 and not (tmp_path / scripts.FILL_FILE).exists()
 
 
 def test_workers_are_the_marked_rank_and_its_children_never_the_agent(agent_tree):
     agent, worker = agent_tree({"CB_TEST_NODE": "n1"}, local_rank=3)
-    assert innode_procs.workers(3, {"CB_TEST_NODE": "n1"}) == [worker]
-    assert innode_procs.workers(3, {"CB_TEST_NODE": "other"}) == []
-    assert innode_procs.workers(0, {"CB_TEST_NODE": "n1"}) == []
+    assert procs.workers(3, {"CB_TEST_NODE": "n1"}) == [worker]
+    assert procs.workers(3, {"CB_TEST_NODE": "other"}) == []
+    assert procs.workers(0, {"CB_TEST_NODE": "n1"}) == []
 
 
 def test_a_warm_started_worker_is_found_through_the_pidfd_it_holds_of_its_client(agent_tree):
@@ -91,7 +92,7 @@ def test_a_warm_started_worker_is_found_through_the_pidfd_it_holds_of_its_client
                                "print('ready', flush=True); time.sleep(120)"], stdout=subprocess.PIPE)
     try:
         holder.stdout.readline()
-        assert innode_procs.workers(0, {"CB_TEST_NODE": "warm"}) == sorted([client, holder.pid])
+        assert procs.workers(0, {"CB_TEST_NODE": "warm"}) == sorted([client, holder.pid])
     finally:
         holder.kill()
         holder.wait()
@@ -101,8 +102,8 @@ def test_a_launcher_that_holds_a_pidfd_of_its_own_worker_is_not_a_worker(agent_t
     """The pidfd names a warm-start fork only when its holder is not an ancestor of the worker: a launcher
     on asyncio's pidfd child watcher holds one of each child, and freezing it would freeze the agent."""
     agent, worker = agent_tree({"CB_TEST_NODE": "asyncio"}, 0, "pidfd")
-    assert worker in innode_procs.pidfd_targets(agent)
-    assert innode_procs.workers(0, {"CB_TEST_NODE": "asyncio"}) == [worker]
+    assert worker in procs.pidfd_targets(agent)
+    assert procs.workers(0, {"CB_TEST_NODE": "asyncio"}) == [worker]
 
 
 def test_with_the_real_warm_start_server_a_worker_is_its_client_and_fork_never_the_server(tmp_path):
@@ -115,7 +116,7 @@ def test_with_the_real_warm_start_server_a_worker_is_its_client_and_fork_never_t
         LOCAL_RANK=0 {ws} run {job} & c=$!
         while [ ! -s w.pid ]; do sleep 0.05; done
         echo "client $c fork $(cat w.pid) server $(pgrep -f 'trainer.warm_start serve' -P $$)"
-        {sys.executable} -c "from chaosbench.cluster import innode_procs as p; print('found', *p.workers(0, {{'CB_WS_NODE': 'x'}}))"
+        {sys.executable} -c "from chaosbench.cluster.node import procs as p; print('found', *p.workers(0, {{'CB_WS_NODE': 'x'}}))"
         kill $c; wait $c
     """
     out = subprocess.run([sys.executable, "-m", "trainer.warm_start", "node", "--preload", "json", "--", "bash", "-c",
@@ -165,8 +166,8 @@ def test_supported_faults_follow_from_what_a_backend_implements():
 
 
 def test_the_real_backends_support_what_they_did_plus_freeze_and_thaw():
-    from chaosbench.cluster.docker_backend import DockerCluster
-    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.docker.backend import DockerCluster
+    from chaosbench.cluster.local.backend import LocalCluster
     from chaosbench.cluster.slurm.backend import SlurmCluster
     for cls in (DockerCluster, LocalCluster, SlurmCluster):
         assert {"kill_worker", "freeze_worker", "thaw_worker", "kill_service", "kill_node"} <= cls.supported_faults
@@ -178,7 +179,7 @@ def test_the_real_backends_support_what_they_did_plus_freeze_and_thaw():
 
 
 def test_local_freeze_worker_stops_only_the_worker_and_thaw_resumes_it(agent_tree, tmp_path):
-    from chaosbench.cluster.local_backend import CLUSTER_ENV, LocalCluster
+    from chaosbench.cluster.local.backend import CLUSTER_ENV, LocalCluster
     c = LocalCluster(ClusterSpec(run_id="freeze", run_dir=tmp_path, nodes=2))
     agent, worker = agent_tree({CLUSTER_ENV: c.project, "CHAOSBENCH_NODE": "node-1"}, local_rank=0)
     with pytest.raises(ClusterError, match="no worker with LOCAL_RANK=0"):
@@ -202,7 +203,7 @@ time.sleep(120)
 
 
 def test_local_preempt_terms_the_node_at_once_and_kills_what_ignores_it_after_the_grace(tmp_path):
-    from chaosbench.cluster.local_backend import CLUSTER_ENV, LocalCluster
+    from chaosbench.cluster.local.backend import CLUSTER_ENV, LocalCluster
     c = LocalCluster(ClusterSpec(run_id="preempt", run_dir=tmp_path, nodes=2))
     launcher = subprocess.Popen([sys.executable, "-c", STUBBORN], stdout=subprocess.PIPE, start_new_session=True,
                                 env={**os.environ, CLUSTER_ENV: c.project, "CHAOSBENCH_NODE": "node-1"})
@@ -246,7 +247,7 @@ def _share(pid: int, seconds: float = 2.0) -> float:
 
 
 def test_local_throttle_runs_the_node_a_fraction_of_the_time_and_unthrottle_lets_it_run(tmp_path):
-    from chaosbench.cluster.local_backend import CLUSTER_ENV, LocalCluster
+    from chaosbench.cluster.local.backend import CLUSTER_ENV, LocalCluster
     c = LocalCluster(ClusterSpec(run_id="throttle", run_dir=tmp_path, nodes=1))
     (tmp_path / "logs").mkdir()
     launcher = subprocess.Popen([sys.executable, "-c", BUSY], stdout=subprocess.PIPE, start_new_session=True,

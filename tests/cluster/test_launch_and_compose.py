@@ -4,8 +4,9 @@ import ipaddress
 import pytest
 import yaml
 
-from chaosbench.cluster.base import ClusterError, ClusterSpec
-from chaosbench.cluster.compose_file import ComposePlan, dump, render, render_gpu_override
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.docker.compose_file import ComposePlan, dump, render, render_gpu_override
 from chaosbench.cluster.launch import node_plan, unprepared, validate
 
 

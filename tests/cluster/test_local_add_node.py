@@ -2,8 +2,8 @@
 import pytest
 
 from chaosbench.cluster import ClusterSpec
-from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.local_backend import LocalCluster
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.local.backend import LocalCluster
 
 
 def test_add_node_counts_live_nodes_and_spares(tmp_path, monkeypatch):

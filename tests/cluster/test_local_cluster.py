@@ -9,7 +9,7 @@ import time
 import pytest
 
 from chaosbench.cluster import ClusterSpec, UnsupportedFault, create_cluster, proctree
-from chaosbench.cluster.local_backend import CLUSTER_ENV, sweep
+from chaosbench.cluster.local.backend import CLUSTER_ENV, sweep
 from chaosbench.cluster.owner import OWNER_ENV
 
 from .helpers import train_kill_recover, wait_for

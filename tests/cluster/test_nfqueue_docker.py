@@ -9,15 +9,17 @@ import time
 
 import pytest
 
-from chaosbench.cluster import ClusterSpec, available_backends, create_cluster, innode
-from chaosbench.cluster.docker_cli import docker
+from chaosbench.cluster import ClusterSpec, available_backends, create_cluster
+
+from chaosbench.cluster.node import scripts
+from chaosbench.cluster.docker.cli import docker
 from tests.cluster.helpers import harness_mid_fault, sigkill_then_clean
 from tests.cluster import test_packet_fault_docker as pkt
 
 _why = available_backends()["docker"]
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(900),
               pytest.mark.skipif(_why is not None, reason=f"docker backend unusable: {_why}"),
-              pytest.mark.skipif(innode.netem_mechanism() != "nfqueue", reason="the kernel has sch_netem (or no NFQUEUE)")]
+              pytest.mark.skipif(scripts.netem_mechanism() != "nfqueue", reason="the kernel has sch_netem (or no NFQUEUE)")]
 
 # node-1: a TCP echo (port 9921), a UDP counter (port 9922: prints datagrams, distinct ones and how many came
 # after a higher-numbered one, after 2 s quiet)
@@ -62,12 +64,12 @@ def _udp(cluster) -> tuple[int, int, int]:
 
 @pytest.fixture(scope="module")
 def image():
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     return node_image()
 
 
 def _ours(cluster, node: str) -> str:
-    return cluster._run_in_node(node, innode.LINK_STATE, "eth0").strip()
+    return cluster._run_in_node(node, scripts.LINK_STATE, "eth0").strip()
 
 
 def test_delay_duplicate_corrupt_are_real_and_restore_leaves_nothing(tmp_path, image):
@@ -137,7 +139,7 @@ def _handlers() -> list[str]:
 def test_a_sigkilled_harness_mid_fault_leaves_no_handler_after_clean(tmp_path, image, monkeypatch):
     monkeypatch.setenv("CHAOSBENCH_NODE_IMAGE", image)
     p, project = harness_mid_fault(HARNESS, tmp_path)
-    state = docker("exec", f"{project}-node-0", "sh", "-c", innode.LINK_STATE.source, "x", "eth0")
+    state = docker("exec", f"{project}-node-0", "sh", "-c", scripts.LINK_STATE.source, "x", "eth0")
     assert "nfqueue 459 bound" in state and "NFQUEUE" in state, state   # mid-fault: there
     assert _handlers(), "no handler process seen mid-fault"
     sigkill_then_clean(p, project, f"{project}-node-0")

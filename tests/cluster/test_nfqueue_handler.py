@@ -1,4 +1,4 @@
-"""The NFQUEUE handler (innode_nfqueue.py) without a kernel: its nfnetlink_queue messages as bytes, its
+"""The NFQUEUE handler (cluster/node/nfqueue.py) without a kernel: its nfnetlink_queue messages as bytes, its
 effects' decisions (netem's semantics), its out-of-order verdicts and its release of lost ids; and the
 link scripts' NFQUEUE rules as the packet fault sends them (against the recording iptables stand-in)."""
 import random
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from chaosbench.cluster import innode, innode_nfqueue as nfq
+from chaosbench.cluster.node import nfqueue as nfq, scripts
 from tests.faults.test_packet_fault import ShellCluster
 
 
@@ -167,7 +167,7 @@ def test_a_copy_follows_the_original():
 
 
 def test_nfqueue_rules_are_egress_only_and_skip_the_handlers_copies(tmp_path, monkeypatch):
-    from chaosbench.cluster import nfqueue_link
+    from chaosbench.cluster.primitives import nfqueue_link
     c = ShellCluster(tmp_path)
     c.netem_mechanism = "nfqueue"
     started = []
@@ -194,14 +194,14 @@ def test_restore_names_a_handler_that_is_left(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "chaosbench-nfqueue"])
     threading.Thread(target=proc.wait, daemon=True).start()   # reaped at once, as the node's init would
     try:
-        with open(innode.NFQUEUE_PIDFILE, "w") as f:
+        with open(scripts.NFQUEUE_PIDFILE, "w") as f:
             f.write(str(proc.pid))
         ShellCluster(tmp_path).restore_link("node-0")
         assert proc.wait(timeout=10) == -15                               # SIGTERM first
     finally:
         proc.kill()
         import os
-        assert not os.path.exists(innode.NFQUEUE_PIDFILE)
+        assert not os.path.exists(scripts.NFQUEUE_PIDFILE)
 
 
 @pytest.mark.parametrize("spec, field", [({"delay_ms": 10_001}, "delay_ms"), ({"delay_ms": 10, "jitter_ms": 20},
@@ -216,8 +216,8 @@ def test_limits_protect_the_node(spec, field):
 def test_a_handler_that_failed_during_the_fault_fails_the_restore(tmp_path):
     import subprocess
     import sys
-    from chaosbench.cluster import nfqueue_link
-    from chaosbench.cluster.base import ClusterError
+    from chaosbench.cluster.primitives import nfqueue_link
+    from chaosbench.cluster.errors import ClusterError
     c = ShellCluster(tmp_path)
     c._nfqueues = {"node-0": subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])}
     with pytest.raises(ClusterError, match="failed during the fault"):

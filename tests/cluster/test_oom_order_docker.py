@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from chaosbench.cluster import available_backends
-from chaosbench.cluster.docker_memory import BALLAST, BALLAST_MARK
+from chaosbench.cluster.docker.memory import BALLAST, BALLAST_MARK
 
 _why = available_backends()["docker"]
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(300),
@@ -55,7 +55,7 @@ def _run(image: str, ballast: str, give_worker: bool) -> dict:
 
 @pytest.fixture(scope="module")
 def image():
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     return node_image()
 
 

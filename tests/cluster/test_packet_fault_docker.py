@@ -9,9 +9,11 @@ import time
 
 import pytest
 
-from chaosbench.cluster import ClusterSpec, available_backends, create_cluster, innode
-from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.docker_cli import docker
+from chaosbench.cluster import ClusterSpec, available_backends, create_cluster
+
+from chaosbench.cluster.node import scripts
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.docker.cli import docker
 from tests.cluster.helpers import harness_mid_fault, sigkill_then_clean
 
 _why = available_backends()["docker"]
@@ -58,12 +60,12 @@ def _counted(container: str, chain: str, target: str) -> int:
 
 
 def _ours(cluster, node: str) -> str:
-    return cluster._run_in_node(node, innode.LINK_STATE, "eth0").strip()
+    return cluster._run_in_node(node, scripts.LINK_STATE, "eth0").strip()
 
 
 @pytest.fixture(scope="module")
 def image():
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     return node_image()
 
 
@@ -91,23 +93,23 @@ def test_loss_and_rate_take_effect_on_a_real_transfer_and_restore_leaves_nothing
         assert out["mechanism"] == {"loss_pct": "iptables statistic"}
         lossy = _transfer(cluster, 20_000_000)
         retrans = _retrans(node0) - before
-        drops = _counted(node0, innode.LINK_CHAIN, "DROP")
-        seen = _counted(node0, "INPUT", innode.LINK_CHAIN) + _counted(node0, "OUTPUT", innode.LINK_CHAIN)
+        drops = _counted(node0, scripts.LINK_CHAIN, "DROP")
+        seen = _counted(node0, "INPUT", scripts.LINK_CHAIN) + _counted(node0, "OUTPUT", scripts.LINK_CHAIN)
         assert seen > 200 and 0.12 < drops / seen < 0.28, (drops, seen)
         print(f"\ntransfer 2 MB: {base:.3f} s; 20 MB with 20 % loss: {lossy:.3f} s, {drops} of {seen} packets dropped, "
               f"{retrans} retransmitted segments; 400 kB at 800 kbit/s: {shaped:.2f} s")
         # the partition's chain and heal are apart from ours
         cluster.partition("node-0", peers=["s3"])
         cluster.heal_network("node-0")
-        assert innode.LINK_CHAIN in _ours(cluster, "node-0"), "healing a partition removed a degraded link"
+        assert scripts.LINK_CHAIN in _ours(cluster, "node-0"), "healing a partition removed a degraded link"
         cluster.restore_link("node-0")
         assert _ours(cluster, "node-0") == ""
         assert _transfer(cluster, 20_000_000) < max(2.0, 0.5 * lossy), "loss outlived its restore"
         # a restore that finds something of ours left fails loudly: our chain, still referenced elsewhere
-        docker("exec", node0, "sh", "-c", f"iptables -N {innode.LINK_CHAIN} && iptables -I FORWARD -j {innode.LINK_CHAIN}")
+        docker("exec", node0, "sh", "-c", f"iptables -N {scripts.LINK_CHAIN} && iptables -I FORWARD -j {scripts.LINK_CHAIN}")
         with pytest.raises(ClusterError, match="degraded link not restored"):
             cluster.restore_link("node-0")
-        docker("exec", node0, "iptables", "-D", "FORWARD", "-j", innode.LINK_CHAIN)
+        docker("exec", node0, "iptables", "-D", "FORWARD", "-j", scripts.LINK_CHAIN)
         cluster.restore_link("node-0")
         assert _ours(cluster, "node-0") == ""
 
@@ -129,8 +131,8 @@ def test_a_sigkilled_harness_mid_fault_leaves_no_rule_or_qdisc_after_clean(tmp_p
     monkeypatch.setenv("CHAOSBENCH_NODE_IMAGE", image)
     p, project = harness_mid_fault(HARNESS, tmp_path)
     node0 = f"{project}-node-0"
-    state = docker("exec", node0, "sh", "-c", innode.LINK_STATE.source, "x", "eth0")
-    assert innode.LINK_CHAIN in state and " 1cb: root" in state, state   # mid-fault: there
+    state = docker("exec", node0, "sh", "-c", scripts.LINK_STATE.source, "x", "eth0")
+    assert scripts.LINK_CHAIN in state and " 1cb: root" in state, state   # mid-fault: there
     pid = docker("inspect", "-f", "{{.State.Pid}}", node0).strip()
     netns = os.readlink(f"/proc/{pid}/ns/net") if os.access(f"/proc/{pid}/ns/net", os.R_OK) else None
     # the rules and qdiscs lived in the node's own network namespace, gone with its last process

@@ -6,7 +6,9 @@ import subprocess
 
 import pytest
 
-from chaosbench.cluster import docker_cli, lifecycle
+from chaosbench.cluster import lifecycle
+
+from chaosbench.cluster.docker import cli as docker_cli
 
 
 def test_docker_timeout_with_check_false_returns_empty(monkeypatch):

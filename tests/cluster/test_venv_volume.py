@@ -3,8 +3,8 @@ never used half-filled, refused with a way out when the copy fails. docker is fa
 docker test and chaos scenario mounts the real one."""
 import pytest
 
-from chaosbench.cluster import venv_volume
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.docker import venv_volume
+from chaosbench.cluster.errors import ClusterError
 
 
 class FakeDocker:
@@ -116,7 +116,7 @@ def test_a_run_uses_only_a_volume_set_up_made_unless_told_to_make_one(docker, tm
     assert not docker.volumes and not any(c[0] == "run" for c in docker.calls)
     name = venv_volume.volume_for("img:1", tmp_path, make=True)          # the test command's set-up
     assert venv_volume.volume_for("img:1", tmp_path, make=False) == name  # every later run mounts it
-    from chaosbench.cluster import images
+    from chaosbench.cluster.docker import images
     monkeypatch.setattr(images, "CACHE", tmp_path / "other")
     assert images.node_venv_volume("img:1") is None                     # no record there: not made
     monkeypatch.setenv("CHAOSBENCH_VENV_VOLUME", "1")

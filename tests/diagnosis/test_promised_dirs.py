@@ -32,7 +32,7 @@ def test_a_raw_command_gets_them_too_in_the_memory_tier(tmp_path):
 def test_the_compose_file_keeps_the_node_commands_dollars_for_its_shell():
     """docker-compose interpolates $VAR in the file: the node command's `$` must reach the node's shell."""
     import ipaddress
-    from chaosbench.cluster.compose_file import ComposePlan, render
+    from chaosbench.cluster.docker.compose_file import ComposePlan, render
     spec = ClusterSpec(run_id="r", run_dir=Path("/tmp/x"), nodes=1, min_nodes=1, max_nodes=1, workdir="/w",
                        job_argv=["t.py", "$HOME"], progress_regex=r"step (?P<step>\d+)$")
     plan = ComposePlan(project="p", image="i", subnet=ipaddress.ip_network("10.9.0.0/24"), owner="o", events_host_dir="/e")

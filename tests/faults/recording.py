@@ -12,7 +12,7 @@ PRIMITIVES = frozenset(fault_primitives())
 
 
 class RecordingCluster:
-    """Stands in for a backend. Every fault primitive (chaosbench/cluster/base.py) records its call;
+    """Stands in for a backend. Every fault primitive (chaosbench/cluster/primitives/) records its call;
     besides them a fault may read only node_names(), proxy_api and s3_endpoint, start_nodes()
     (the base's group start, which calls start_node per node), and spec (the cluster's shape)."""
 

@@ -3,7 +3,7 @@ import pytest
 from pydantic import ValidationError
 
 from chaosbench.cluster.base import ClusterSpec
-from chaosbench.cluster.innode_clock import (FAKETIME_LIB, SHIM_REL, control_text, node_clock, preload_env,
+from chaosbench.cluster.node.clock import (FAKETIME_LIB, SHIM_REL, control_text, node_clock, preload_env,
                                              prepare, write)
 from chaosbench.cluster.launch import node_plan
 from chaosbench.faults.capabilities import needs_of
@@ -21,8 +21,8 @@ def test_exactly_one_of_offset_or_drift_and_never_zero():
 
 
 def test_clocks_all_needs_a_primitive_no_backend_has():
-    from chaosbench.cluster.docker_backend import DockerCluster
-    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.docker.backend import DockerCluster
+    from chaosbench.cluster.local.backend import LocalCluster
     assert needs_of("clock_skew", {"offset_s": 30}) == {"skew_clock", "restore_clock"}
     assert "skew_monotonic" in needs_of("clock_skew", {"offset_s": 30, "clocks": "all"})
     for cls in (DockerCluster, LocalCluster):
@@ -58,7 +58,7 @@ def test_preload_env_and_node_plan(tmp_path):
 
 def test_compose_mounts_the_control_directory_only_with_clock_faults(tmp_path):
     import ipaddress
-    from chaosbench.cluster.compose_file import ComposePlan, node_service
+    from chaosbench.cluster.docker.compose_file import ComposePlan, node_service
     plan = ComposePlan(project="p", image="i", subnet=ipaddress.ip_network("10.200.0.0/24"), owner="o",
                        events_host_dir=str(tmp_path / "events"))
     off = node_service(plan, ClusterSpec(run_id="r", run_dir=tmp_path), "node-0")

@@ -8,9 +8,10 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from chaosbench.cluster.base import ClusterError, ClusterSpec
-from chaosbench.cluster.compose_file import with_disk_layer
-from chaosbench.cluster.local_backend import LocalCluster
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.docker.compose_file import with_disk_layer
+from chaosbench.cluster.local.backend import LocalCluster
 from chaosbench.cluster.slurm.backend import SlurmCluster
 from chaosbench.faults import validate_params
 from chaosbench.faults.capabilities import missing_primitives
@@ -117,7 +118,7 @@ def test_the_compose_file_gives_fuse_to_that_node_only(tmp_path):
     extra = {"cap_add": ["NET_ADMIN"]}
     argv = with_disk_layer(spec, "node-1", ["torchrun", "x"], extra)
     assert argv[2:] == ["start", "--writeback", "nvme=/nvme", "--", "torchrun", "x"]
-    assert argv[1].endswith("chaosbench/cluster/disk_layer.py")
+    assert argv[1].endswith("chaosbench/cluster/node/disk_layer.py")
     assert extra["cap_add"] == ["NET_ADMIN", "SYS_ADMIN"] and extra["devices"] == ["/dev/fuse"]
     other = {"cap_add": ["NET_ADMIN"]}
     assert with_disk_layer(spec, "node-0", ["torchrun"], other) == ["torchrun"] and other == {"cap_add": ["NET_ADMIN"]}
@@ -127,7 +128,7 @@ def test_the_compose_file_gives_fuse_to_that_node_only(tmp_path):
 
 
 def test_local_has_the_layer_exactly_where_fuse_can_be_mounted(monkeypatch):
-    from chaosbench.cluster import local_backend
+    from chaosbench.cluster.local import backend as local_backend
     prims = {"fault_disk", "heal_disk", "disk_stats"}
     assert (prims <= LocalCluster.supported_faults) == (local_backend._no_fuse() is None)
     monkeypatch.setattr(local_backend, "_no_fuse", lambda: "needs root, /dev/fuse and fusermount3 on this host")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from chaosbench.cluster import innode
-from chaosbench.cluster.base import UnsupportedFault
-from chaosbench.cluster.docker_backend import DockerCluster
-from chaosbench.cluster.local_backend import LocalCluster
+from chaosbench.cluster.node import scripts
+from chaosbench.cluster.errors import UnsupportedFault
+from chaosbench.cluster.docker.backend import DockerCluster
+from chaosbench.cluster.local.backend import LocalCluster
 from chaosbench.cluster.slurm.backend import SlurmCluster
 from chaosbench.faults import validate_params
 from chaosbench.faults.capabilities import missing_primitives
@@ -158,39 +158,39 @@ def node(tmp_path):
     port, up = _free_port(), _free_port()
     run = []
 
-    def script(s: innode.Script, *args):
+    def script(s: scripts.Script, *args):
         src = _rehome(s.source, tmp_path, port, up)
         r = subprocess.run([sys.executable, "-c", src, *args], capture_output=True, text=True, timeout=30)
         run.append(r)
         return r
     yield type("Node", (), {"etc": etc, "hosts": hosts, "resolv": resolv, "port": port, "upstream": up,
                             "run": staticmethod(script)})
-    script(innode.RESTORE_NAMES)   # never leave a responder behind
+    script(scripts.RESTORE_NAMES)   # never leave a responder behind
 
 
 def test_wrong_address_adds_a_blackhole_entry_and_restore_is_byte_exact(node):
-    r = node.run(innode.BREAK_NAME, "node-0", "wrong_address", "5")
+    r = node.run(scripts.BREAK_NAME, "node-0", "wrong_address", "5")
     assert r.returncode == 0, r.stderr
     assert (node.etc / "hosts").read_bytes() == node.hosts + b"192.0.2.1\tnode-0\t# chaosbench dns_fault\n"
     assert (node.etc / "resolv.conf").read_bytes() == node.resolv
     log = node.etc.parent / "iptables.log"
     assert log.read_text().splitlines() == ["-C OUTPUT -d 192.0.2.1 -j DROP", "-I OUTPUT -d 192.0.2.1 -j DROP"]
-    assert node.run(innode.RESTORE_NAMES).returncode == 0
+    assert node.run(scripts.RESTORE_NAMES).returncode == 0
     assert log.read_text().splitlines()[2:] == ["-D OUTPUT -d 192.0.2.1 -j DROP"]
     assert (node.etc / "hosts").read_bytes() == node.hosts
     assert not list((node.etc.parent / "run").iterdir()), "the backup is dropped once restored"
 
 
 def test_a_second_break_keeps_the_first_backup(node):
-    node.run(innode.BREAK_NAME, "node-0", "wrong_address", "5")
-    node.run(innode.BREAK_NAME, "etcd", "wrong_address", "5")
+    node.run(scripts.BREAK_NAME, "node-0", "wrong_address", "5")
+    node.run(scripts.BREAK_NAME, "etcd", "wrong_address", "5")
     assert (node.etc / "hosts").read_bytes().count(b"192.0.2.1") == 2
-    node.run(innode.RESTORE_NAMES)
+    node.run(scripts.RESTORE_NAMES)
     assert (node.etc / "hosts").read_bytes() == node.hosts
 
 
 def test_restore_without_a_break_changes_nothing(node):
-    assert node.run(innode.RESTORE_NAMES).returncode == 0
+    assert node.run(scripts.RESTORE_NAMES).returncode == 0
     assert (node.etc / "hosts").read_bytes() == node.hosts
 
 
@@ -232,7 +232,7 @@ def upstream(node):
 
 
 def test_nxdomain_answers_nxdomain_for_the_name_alone(node, upstream):
-    r = node.run(innode.BREAK_NAME, "node-0", "nxdomain", "5")
+    r = node.run(scripts.BREAK_NAME, "node-0", "nxdomain", "5")
     assert r.returncode == 0, r.stderr
     resolv = (node.etc / "resolv.conf").read_text()
     assert "nameserver 127.0.0.1\n" in resolv and "127.0.0.11" not in resolv
@@ -242,13 +242,13 @@ def test_nxdomain_answers_nxdomain_for_the_name_alone(node, upstream):
         assert reply is not None and reply[:2] == b"\x12\x34" and reply[3] & 0x0F == 3, name   # NXDOMAIN
     reply, took = _ask(node.port, "node-01")   # not a suffix match: forwarded, answered
     assert reply is not None and reply[3] & 0x0F == 0 and took < 2
-    assert node.run(innode.RESTORE_NAMES).returncode == 0
+    assert node.run(scripts.RESTORE_NAMES).returncode == 0
     assert (node.etc / "resolv.conf").read_bytes() == node.resolv
     assert _ask(node.port, "node-0", timeout=1)[0] is None, "the responder is gone"
 
 
 def test_slow_forwards_the_name_late_and_others_at_once(node, upstream):
-    assert node.run(innode.BREAK_NAME, "node-0", "slow", "1.5").returncode == 0
+    assert node.run(scripts.BREAK_NAME, "node-0", "slow", "1.5").returncode == 0
     reply, took = _ask(node.port, "node-0")
     assert reply is not None and reply[3] & 0x0F == 0 and 1.4 < took < 4
     reply, took = _ask(node.port, "etcd")
@@ -256,6 +256,6 @@ def test_slow_forwards_the_name_late_and_others_at_once(node, upstream):
 
 
 def test_one_responder_at_a_time(node, upstream):
-    assert node.run(innode.BREAK_NAME, "node-0", "nxdomain", "5").returncode == 0
-    r = node.run(innode.BREAK_NAME, "etcd", "nxdomain", "5")
+    assert node.run(scripts.BREAK_NAME, "node-0", "nxdomain", "5").returncode == 0
+    r = node.run(scripts.BREAK_NAME, "etcd", "nxdomain", "5")
     assert r.returncode != 0 and "one nxdomain/slow name at a time" in r.stderr

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from chaosbench.cluster.base import Cluster, ClusterSpec, UnsupportedFault
+from chaosbench.cluster.base import Cluster, ClusterSpec
+from chaosbench.cluster.errors import UnsupportedFault
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.faults.inprocess import is_cooperative
 from chaosbench.scenario import ScenarioError
@@ -57,8 +58,8 @@ def test_the_inject_dir_gets_the_events_dirs_mode_so_workers_can_mark_fired(tmp_
 
 
 def test_every_backend_supports_it_and_one_whose_nodes_write_elsewhere_refuses(tmp_path):
-    from chaosbench.cluster.docker_backend import DockerCluster
-    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.docker.backend import DockerCluster
+    from chaosbench.cluster.local.backend import LocalCluster
     from chaosbench.cluster.slurm.backend import supported
     assert all("send_job_command" in s for s in (DockerCluster.supported_faults, LocalCluster.supported_faults,
                                                  supported(), Box.supported_faults))

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 from pydantic import ValidationError
 
-from chaosbench.cluster import docker_memory
-from chaosbench.cluster.base import UnsupportedFault
-from chaosbench.cluster.docker_backend import DockerCluster
-from chaosbench.cluster.local_backend import LocalCluster
+from chaosbench.cluster.docker import memory as docker_memory
+from chaosbench.cluster.errors import UnsupportedFault
+from chaosbench.cluster.docker.backend import DockerCluster
+from chaosbench.cluster.local.backend import LocalCluster
 from chaosbench.faults import validate_params
 from chaosbench.faults.capabilities import missing_primitives
 from chaosbench.scenario import ScenarioError, load_scenario
@@ -157,7 +157,7 @@ class FakeCluster:
         self.spec = SimpleNamespace(procs_per_node=2)
 
     def _signal_worker(self, node, local_rank, sig):   # rank 0 runs (a warm-start fork and its client)
-        from chaosbench.cluster.base import ClusterError
+        from chaosbench.cluster.errors import ClusterError
         if local_rank:
             raise ClusterError(f"{node}: no worker with LOCAL_RANK={local_rank} is running")
         return ["101", "102"]
@@ -247,7 +247,7 @@ def test_the_fault_ends_at_the_first_kill_and_not_before(tmp_path):
 
 def test_a_fraction_below_dockers_minimum_is_refused(monkeypatch):
     monkeypatch.setattr(docker_memory, "docker", FakeDocker(held_mb=9))
-    from chaosbench.cluster.base import ClusterError
+    from chaosbench.cluster.errors import ClusterError
     with pytest.raises(ClusterError, match="below docker's minimum"):
         docker_memory.squeeze(FakeCluster(), "node-1", None, 0.5)
 

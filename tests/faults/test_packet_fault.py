@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from chaosbench.cluster import innode
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed, netem_args
-from chaosbench.cluster.docker_backend import NO_NETEM, DockerCluster
-from chaosbench.cluster.local_backend import LocalCluster
+from chaosbench.cluster.node import scripts
+from chaosbench.cluster.base import Cluster, ClusterSpec
+from chaosbench.cluster.errors import ClusterError, UnsupportedFault
+from chaosbench.cluster.primitives.links import netem_args
+from chaosbench.cluster.proctree import completed
+from chaosbench.cluster.docker.backend import NO_NETEM, DockerCluster
+from chaosbench.cluster.local.backend import LocalCluster
 from chaosbench.faults import validate_params
 from chaosbench.faults.capabilities import missing_primitives, needs_of
 from chaosbench.scenario import ScenarioError, load_scenario
@@ -101,8 +104,8 @@ def test_needs_follow_the_effects():
 
 @pytest.mark.parametrize("has", [False, True])
 def test_docker_withholds_netem_exactly_when_the_kernel_lacks_netem_and_nfqueue(monkeypatch, has):
-    monkeypatch.setattr(innode, "kernel_has_netem", lambda: False)
-    monkeypatch.setattr(innode, "kernel_has_nfqueue", lambda: has)
+    monkeypatch.setattr(scripts, "kernel_has_netem", lambda: False)
+    monkeypatch.setattr(scripts, "kernel_has_nfqueue", lambda: has)
     supported = DockerCluster.implemented_faults() - DockerCluster.withheld()
     assert {"degrade_link", "restore_link"} <= supported
     assert ("netem_link" in supported) is has
@@ -133,7 +136,7 @@ def test_loss_is_an_iptables_statistic_drop_both_ways_in_our_own_chain(tmp_path)
     assert len(drops) == 4
     assert "iptables -I INPUT -j CHAOSBENCH-LINK" in calls and "iptables -I OUTPUT -j CHAOSBENCH-LINK" in calls
     assert not any(x.startswith("tc ") for x in calls), "loss alone adds no qdisc"
-    assert not any(f" {innode.CHAIN} " in x + " " for x in calls), "never the partition's chain"
+    assert not any(f" {scripts.CHAIN} " in x + " " for x in calls), "never the partition's chain"
 
 
 def test_rate_is_an_htb_class_with_a_filter_per_peer_port(tmp_path):
@@ -186,7 +189,7 @@ Cc: bbr
 
 
 def test_tcp_counters_read_the_kernels_tables_and_the_difference_names_what_the_fault_did(tmp_path):
-    from chaosbench.cluster.base import tcp_counters, tcp_during
+    from chaosbench.cluster.primitives.links import tcp_counters, tcp_during
     before = tcp_counters(SNMP.format(out=1000, retrans=3, sack=0, dsack=1))
     assert before == {"segments_sent": 1000, "segments_retransmitted": 3, "reordering_seen_sack": 0,
                       "reordering_seen_timestamps": 1, "spurious_retransmits_dsack": 1, "retransmit_timeouts": 2,

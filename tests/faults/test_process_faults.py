@@ -73,7 +73,7 @@ def test_add_node_from_a_standby_boots_it_first_and_releases_it_when_it_fires(tm
 
 
 def test_the_local_backend_refuses_a_standby_by_name():
-    from chaosbench.cluster.local_backend import LocalCluster
+    from chaosbench.cluster.local.backend import LocalCluster
     from chaosbench.faults.capabilities import missing_primitives
     from chaosbench.cluster import backend_primitives
     entry = type("E", (), {"id": "grow", "kind": "add_node", "params": {"standby": True}})()

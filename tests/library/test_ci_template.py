@@ -17,7 +17,7 @@ def test_chaos_job_runs_the_library_on_docker():
     pytest_runs = [r for r in runs if "pytest" in r and "-m chaos" in r]
     assert pytest_runs, "a step must run `pytest -m chaos`"
     assert "--chaos-backend docker" in pytest_runs[0]
-    assert any("chaosbench.cluster.images build" in r for r in runs), "images are built before the suite"
+    assert any("chaosbench.cluster.docker.images build" in r for r in runs), "images are built before the suite"
 
 
 def test_reports_are_uploaded_even_when_scenarios_fail():

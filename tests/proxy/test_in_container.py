@@ -44,13 +44,13 @@ sys.exit(0 if bytes(got) == payload else 1)
 
 @pytest.fixture(scope="module")
 def image():
-    from chaosbench.cluster.images import node_image
+    from chaosbench.cluster.docker.images import node_image
     return node_image()
 
 
 @pytest.mark.parametrize("splice", ["1", "0"], ids=["splice", "no-splice"])
 def test_proxy_in_container_over_eth0(image, splice):
-    from chaosbench.cluster.images import REPO, SOURCE_MOUNT
+    from chaosbench.cluster.docker.images import REPO, SOURCE_MOUNT
     name = f"cbtest-proxy-{uuid.uuid4().hex[:8]}"
     try:
         r = subprocess.run(

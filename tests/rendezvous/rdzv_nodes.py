@@ -70,7 +70,7 @@ class Node:
                    PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION="python", OMP_NUM_THREADS="1",
                    LOGLEVEL="INFO", **self.env)
         # Owner-tagged like a cluster's processes: if pytest dies before the fixture stops them,
-        # the next cluster start reaps them (chaosbench.cluster.local_backend.sweep).
+        # the next cluster start reaps them (chaosbench.cluster.local.backend.sweep).
         env[owner.OWNER_ENV] = owner.token()
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT,

@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from chaosbench.cluster.base import Cluster, ClusterError
+from chaosbench.cluster.base import Cluster
+from chaosbench.cluster.errors import ClusterError
 
 
 class FakeCluster(Cluster):

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from chaosbench.cluster.base import ClusterError, ClusterSpec
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.slurm import backend as slurm_backend
 from chaosbench.cluster.slurm import allocation
 from chaosbench.cluster.slurm.commands import (Allocation, parse_job_id, parse_steps, sbatch_argv,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from chaosbench.cluster.base import ClusterError, ClusterSpec
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.slurm import allocation
 from chaosbench.cluster.slurm import backend as slurm_backend
 from chaosbench.cluster.slurm.commands import NODE_DIRS

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from chaosbench.cluster.docker_cli import docker_unusable
+from chaosbench.cluster.docker.cli import docker_unusable
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.chaos, pytest.mark.docker, pytest.mark.timeout(1200)]

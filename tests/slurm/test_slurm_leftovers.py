@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from chaosbench.cluster.docker_cli import docker_unusable
+from chaosbench.cluster.docker.cli import docker_unusable
 
 pytestmark = [pytest.mark.chaos, pytest.mark.docker, pytest.mark.timeout(600)]
 

@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from chaosbench.cluster import innode
+from chaosbench.cluster.node import scripts
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.slurm.commands import (Allocation, Slurm, every_host_argv, parse_job_id, parse_steps,
                                                remove_argv, roots, sbatch_argv, setting)
 
@@ -152,10 +152,10 @@ def heal_job_hosts(slurm: Slurm, job_id: str, nodelist: str) -> list[str]:
     A failure is said, not hidden: the rules may then be left on those hosts."""
     try:
         hosts = slurm.run("scontrol", "show", "hostnames", nodelist).split()
-        slurm.run(*every_host_argv(job_id, nodelist, len(hosts), "chaosbench-clean"), *innode.HEAL.argv("python3"),
+        slurm.run(*every_host_argv(job_id, nodelist, len(hosts), "chaosbench-clean"), *scripts.HEAL.argv("python3"),
                   timeout=120)
         return [f"{h} (job {job_id})" for h in hosts]
     except ClusterError as exc:
-        print(f"chaosbench: iptables chain {innode.CHAIN} on the hosts of Slurm job {job_id} ({nodelist}) "
+        print(f"chaosbench: iptables chain {scripts.CHAIN} on the hosts of Slurm job {job_id} ({nodelist}) "
               f"may be left: {str(exc)[-300:]}", file=sys.stderr)
         return []

@@ -8,7 +8,7 @@ on the harness and on every node, like a site's NFS/Lustre) or, without one, str
 run_dir/logs. The run's directories on a compute host (/dev/shm and scratch `chaosbench-<project>`)
 are created private before any step uses them, a directory of that name someone else made first is
 refused, and teardown removes them (node_dirs.py). Faults use Slurm's own means: `scancel --signal` of a node's step
-(signals its whole process tree), and `srun --overlap` steps for the in-node commands (innode.py:
+(signals its whole process tree), and `srun --overlap` steps for the in-node commands (node/scripts.py:
 workers, iptables, disk fills). The allocation's own lifecycle is in allocation.py.
 """
 from __future__ import annotations
@@ -21,11 +21,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chaosbench.cluster import innode
+from chaosbench.cluster.node import scripts
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault, launcher_status
+from chaosbench.cluster.base import Cluster, ClusterSpec
+from chaosbench.cluster.errors import ClusterError, UnsupportedFault
+from chaosbench.cluster.proctree import launcher_status
 from chaosbench.cluster.host_services import HostServices
-from chaosbench.cluster.innode import Script
+from chaosbench.cluster.node.scripts import Script
 from chaosbench.cluster.launch import hosts_store, node_plan, validate
 from chaosbench.cluster.slurm import allocation
 from chaosbench.cluster.slurm.allocation import sweep  # noqa: F401  (chaosbench clean, tests)
@@ -363,7 +365,7 @@ class SlurmCluster(Cluster):
     def _lose_memory(self, node: str) -> None:
         """A dead node's RAM is gone: its shared-memory snapshots must not survive into its restart
         (docker recreates a container's /dev/shm on start; here the host stays up)."""
-        self._run_in_node(node, innode.REMOVE, self._node_dirs(node)[1])
+        self._run_in_node(node, scripts.REMOVE, self._node_dirs(node)[1])
 
     def stop_node(self, node: str) -> None:
         self._signal(node, "TERM")   # torchrun forwards it to its workers
@@ -390,7 +392,7 @@ class SlurmCluster(Cluster):
         connection fails at once, as a pulled cable on a NIC with link detection does. A node's NIC
         itself cannot be taken down from a job step without losing the node."""
         self._check_node(node)
-        self._run_in_node(node, innode.cut(innode.REJECT), *self._cut_targets(node, None))
+        self._run_in_node(node, scripts.cut(scripts.REJECT), *self._cut_targets(node, None))
 
     def heal_network(self, node: str) -> None:
         """Remove our chain from the host entirely: unlike a container, a Slurm node outlives the run."""
@@ -413,7 +415,7 @@ class SlurmCluster(Cluster):
     def wipe_node_storage(self, node: str, nvme: bool = True, shm: bool = True) -> None:
         dirs = [d for d, on in zip(self._node_dirs(node), (nvme, shm)) if on]
         if dirs:
-            self._run_in_node(node, innode.EMPTY, *dirs)
+            self._run_in_node(node, scripts.EMPTY, *dirs)
 
     def nvme_dir(self, node: str) -> Path:
         self._step(node)

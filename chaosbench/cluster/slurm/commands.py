@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from pathlib import Path
 
-from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.innode import Script
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.node.scripts import Script
 
 LOGIN_ENV = "CHAOSBENCH_SLURM_LOGIN"
 # A prefix whose program hands its arguments to a shell on the far side (ssh joins them with spaces and

@@ -9,7 +9,7 @@ import subprocess
 import threading
 from pathlib import Path
 
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.slurm.commands import step_argv
 
 _NAME = re.compile(r"^[\w.-]+\.jsonl$")   # a file name the node may send: nothing with a path in it

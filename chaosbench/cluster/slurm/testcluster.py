@@ -23,9 +23,9 @@ from pathlib import Path
 
 import yaml
 
-from chaosbench.cluster import images
-from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.docker_cli import compose, docker
+from chaosbench.cluster.docker import images
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.docker.cli import compose, docker
 from chaosbench.cluster.slurm.conf import CONTROLLER, compute_hosts, slurm_conf
 
 LABEL = "io.chaosbench.slurm"
@@ -74,7 +74,7 @@ class TestCluster:
         self.gateway: str | None = None
 
     def up(self, timeout: float = 180) -> "TestCluster":
-        from chaosbench.cluster.docker_backend import _pick_subnet
+        from chaosbench.cluster.docker.backend import _pick_subnet
         image = build_image()
         for d in ("etc", "shared", *(f"scratch/{h}" for h in self.hosts)):
             (self.root / d).mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Find and signal one node's worker processes, from inside the node (stdlib only).
 
-Shipped as the source of `python -c` by every backend (innode.PROCS), and imported by the tests:
+Shipped as the source of `python -c` by every backend (scripts.PROCS), and imported by the tests:
 
     python -c SRC workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]   signal one local rank's worker; print its pids
                                                                (SIG 0: only list them)

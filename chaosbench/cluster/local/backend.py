@@ -17,11 +17,13 @@ from pathlib import Path
 
 from chaosbench.cluster import loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import (DISK_LAYER_WHY, Cluster, ClusterError, ClusterSpec, UnsupportedFault, completed,
-                                     launcher_status)
+from chaosbench.cluster.base import Cluster, ClusterSpec
+from chaosbench.cluster.errors import ClusterError, UnsupportedFault
+from chaosbench.cluster.primitives.disks import DISK_LAYER_PRIMITIVES
+from chaosbench.cluster.proctree import completed, launcher_status
 from chaosbench.cluster.clean import SHM_ROOT, clock_leftovers, note_clock_root, sweep_local
 from chaosbench.cluster.host_services import REPO, HostServices
-from chaosbench.cluster.innode import Script
+from chaosbench.cluster.node.scripts import Script
 from chaosbench.cluster.launch import hosts_store, node_plan, validate
 from chaosbench.services.ports import free_ports
 
@@ -30,9 +32,6 @@ __all__ = ["CLUSTER_ENV", "SHM_ROOT", "LocalCluster", "sweep"]
 CLUSTER_ENV = "CHAOSBENCH_CLUSTER"
 _NETWORK_REASON = ("needs network namespaces/iptables (root) to cut one local process off; "
                    "use the docker backend")
-
-
-DISK_PRIMITIVES = frozenset(DISK_LAYER_WHY)   # the disk layer's primitives, named once in base
 
 
 def _no_fuse() -> str | None:
@@ -54,13 +53,13 @@ class LocalCluster(Cluster):
                        **dict.fromkeys(("squeeze_memory", "release_memory"),
                        "no memory cgroup of ours: a balloon would squeeze the whole host, whose OOM killer may "
                        "pick anything; use the docker backend"),
-                       **dict.fromkeys(DISK_PRIMITIVES, _no_fuse() or "")}
+                       **dict.fromkeys(DISK_LAYER_PRIMITIVES, _no_fuse() or "")}
 
     @classmethod
     def withheld(cls) -> frozenset[str]:
         why = loopfs.supported()   # no size-limited disk: filling would fill the host's disk
         return (frozenset({"fill_nvme", "free_nvme"}) if why is not None else frozenset()) | \
-            (DISK_PRIMITIVES if _no_fuse() else frozenset())
+            (DISK_LAYER_PRIMITIVES if _no_fuse() else frozenset())
 
     def __init__(self, spec: ClusterSpec):
         validate(spec)
@@ -130,17 +129,17 @@ class LocalCluster(Cluster):
         return [f"--control-dir={self._control_dir(node)}"]
 
     def _behind_disk_layer(self, node: str, argv: list[str]) -> list[str]:
-        """The node command behind disk_layer.py's `start` where spec.disk_layers asks for a layer."""
+        """The node command behind node/disk_layer.py's `start` where spec.disk_layers asks for a layer."""
         layer = self.spec.disk_layers.get(node)
         if not layer:
             return argv
-        from chaosbench.cluster import disk_layer
+        from chaosbench.cluster.node import disk_layer
         return disk_layer.start_argv(sys.executable, disk_layer.__file__, layer, self._disk_tiers_in_node(node),
                                      argv, control_dir=str(self._control_dir(node)))
 
     def _disk_mounts_left(self) -> list[str]:
         """Unmount every node's layers (dead once the node's processes are): what is still mounted."""
-        from chaosbench.cluster import disk_layer
+        from chaosbench.cluster.node import disk_layer
         return disk_layer.unmount([d for n in self._nvme for d in self._disk_tiers_in_node(n).values()])
 
     def heal_disk(self, node: str, tier: str) -> dict | None:
@@ -224,7 +223,7 @@ class LocalCluster(Cluster):
 
     def _clock_file(self, node: str) -> tuple[Path, dict[str, str]]:
         """Under the run directory; only the processes this harness starts for the node carry the preload."""
-        from chaosbench.cluster.innode_clock import node_clock
+        from chaosbench.cluster.node.clock import node_clock
         self._check_node(node)
         return node_clock(self.run_dir, node, None, str(REPO))
 

@@ -15,9 +15,9 @@ from functools import lru_cache
 
 from chaosbench.cluster import loopfs
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.compose_file import LABEL_PREFIX
+from chaosbench.cluster.errors import ClusterError
 
+LABEL_PREFIX = "io.chaosbench"   # every container, network and volume of ours carries these labels
 PROJECT_LABEL, OWNER_LABEL = f"{LABEL_PREFIX}.project", f"{LABEL_PREFIX}.owner"
 
 

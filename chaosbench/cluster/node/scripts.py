@@ -1,15 +1,15 @@
 """Commands that run inside one node, written once for every backend.
 
 Each backend ships a `Script` with its own transport (Cluster._run_in_node: `docker exec`, a local
-subprocess, an `srun --overlap` step); the fault primitives in base.py are built on these. A new
-in-node primitive is a script here plus one base method.
+subprocess, an `srun --overlap` step); the shared fault primitives (primitives/) are built on these. A new
+in-node primitive is a script here plus one method in its family's module.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-FILL_FILE = ".chaosbench-fill"   # fill_nvme's ballast on a node's NVMe (never a checkpoint); also base.FILL_FILE
+FILL_FILE = ".chaosbench-fill"   # fill_nvme's ballast on a node's NVMe (never a checkpoint)
 CHAIN = "CHAOSBENCH"   # our iptables chain; hooked into INPUT and OUTPUT while a node is cut
 
 
@@ -27,7 +27,7 @@ class Script:
 
 
 # `workers <SIG> <LOCAL_RANK> [KEY=VALUE ...]`: signal one rank's worker subtree, print its pids
-PROCS = Script("procs", "python", (Path(__file__).with_name("innode_procs.py")).read_text())
+PROCS = Script("procs", "python", (Path(__file__).with_name("procs.py")).read_text())
 
 # `<dir> <percent> [<root>]`: fill dir's filesystem to percent with FILL_FILE; with <root>, refuse
 # unless <root> is its own filesystem (filling the node's root filesystem would take the node down)
@@ -85,13 +85,13 @@ LINK_CHAIN = "CHAOSBENCH-LINK"   # apart from CHAIN: healing a partition must no
 LINK_QDISC = "1cb:"              # our htb root on the node's interface; class 1cb:10 carries the degraded traffic
 _TARGET = 'ip=${t%%:*}; port=; case $t in *:*) port=${t#*:};; esac'
 
-# the NFQUEUE handler (innode_nfqueue.py) that carries delay / jitter / duplicate / corrupt / reorder where
+# the NFQUEUE handler (nfqueue.py) that carries delay / jitter / duplicate / corrupt / reorder where
 # the kernel has no sch_netem: its queue, its pid file on the node, the mark of the packets it sends
 NFQUEUE_NUM = 459
 NFQUEUE_PIDFILE = "/tmp/chaosbench-nfqueue.pid"
 NFQUEUE_MARK = "0x1cb"
 # `chaosbench-nfqueue <queue> <pidfile> <effects json>`: the handler (runs until SIGTERM)
-NFQUEUE = Script("nfqueue", "python", (Path(__file__).with_name("innode_nfqueue.py")).read_text())
+NFQUEUE = Script("nfqueue", "python", (Path(__file__).with_name("nfqueue.py")).read_text())
 # `<queue>`: exit 0 once a process has bound that queue in the node's network namespace
 NFQUEUE_BOUND = Script("nfqueue_bound", "sh",
                        "awk -v q=\"$1\" '$1 == q {f = 1} END {exit !f}' /proc/net/netfilter/nfnetlink_queue")
@@ -187,7 +187,7 @@ def kernel_has_nfqueue() -> bool:
 
 def netem_mechanism() -> str | None:
     """What carries delay / jitter / duplicate / corrupt / reorder on this host's kernel (docker nodes
-    share it): 'netem' where it has sch_netem, else 'nfqueue' (innode_nfqueue.py), else None."""
+    share it): 'netem' where it has sch_netem, else 'nfqueue' (nfqueue.py), else None."""
     return "netem" if kernel_has_netem() else "nfqueue" if kernel_has_nfqueue() else None
 
 

@@ -21,11 +21,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from chaosbench.cluster.innode import Script
+from chaosbench.cluster.node.scripts import Script
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"   # MT: torch's threads read the clock too
 SOURCE = Path(__file__).with_name("clockfix.c")
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SHIM_REL = "build/clockfix/libchaosbench_clockfix.so"   # under the checkout, as every node sees it
 CLOCK_DIR_IN_NODE = "/chaosbench/clock"                  # docker: the node's control directory (a bind mount)
 CONTROL = "faketime"                                     # the control file's name in it

@@ -1,4 +1,4 @@
-"""The harness's side of the NFQUEUE handler (innode_nfqueue.py): start it on a node, wait until it has
+"""The harness's side of the NFQUEUE handler (node/nfqueue.py): start it on a node, wait until it has
 bound its queue (only then do DEGRADE_LINK's rules send it packets), and reap its handle at restore.
 RESTORE_LINK stops the handler itself, inside the node, so a harness that died cannot leave one running
 unseen: the next restore, and LINK_LEFT's check, find it by its pid file and its bound queue."""
@@ -8,7 +8,8 @@ import json
 import subprocess
 import time
 
-from chaosbench.cluster import innode
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.node import scripts
 
 BIND_TIMEOUT_S = 20.0
 
@@ -20,15 +21,14 @@ def _handles(cluster) -> dict[str, subprocess.Popen]:
 def start(cluster, node: str, effects: dict) -> str:
     """Start the handler on `node` with `effects` (delay_ms, jitter_ms, duplicate_pct, corrupt_pct,
     reorder_pct); the queue number once it is bound. Raises ClusterError if it exits or never binds."""
-    from chaosbench.cluster.base import ClusterError
-    queue = str(innode.NFQUEUE_NUM)
-    proc = cluster._start_in_node(node, innode.NFQUEUE, "chaosbench-nfqueue", queue, innode.NFQUEUE_PIDFILE,
+    queue = str(scripts.NFQUEUE_NUM)
+    proc = cluster._start_in_node(node, scripts.NFQUEUE, "chaosbench-nfqueue", queue, scripts.NFQUEUE_PIDFILE,
                                   json.dumps(effects, sort_keys=True))
     _handles(cluster)[node] = proc
     deadline = time.monotonic() + BIND_TIMEOUT_S
     while True:
         try:
-            cluster._run_in_node(node, innode.NFQUEUE_BOUND, queue, timeout=30)
+            cluster._run_in_node(node, scripts.NFQUEUE_BOUND, queue, timeout=30)
             return queue
         except ClusterError:
             pass
@@ -44,7 +44,6 @@ def reap(cluster, node: str) -> None:
     """After RESTORE_LINK stopped the handler in the node: wait for our handle on it (docker exec, srun).
     Raises ClusterError if the handler had failed on its own: from then on packets bypassed it
     (--queue-bypass) and the fault's effects had silently stopped."""
-    from chaosbench.cluster.base import ClusterError
     proc = _handles(cluster).pop(node, None)
     if proc is None:
         return

@@ -15,17 +15,20 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from chaosbench.cluster import docker_memory, images, loopfs
+from chaosbench.cluster import loopfs
+
+from chaosbench.cluster.docker import images, memory as docker_memory
 from chaosbench.cluster import owner as owner_mod
-from chaosbench.cluster.base import Cluster, ClusterError, ClusterSpec, UnsupportedFault
-from chaosbench.cluster.compose_file import (MEMORY_IN_NODE, ETCD_PORT, GO_FILE, go_file_of, DEFAULT_CPU_SHARES, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
+from chaosbench.cluster.base import Cluster, ClusterSpec
+from chaosbench.cluster.errors import ClusterError, UnsupportedFault
+from chaosbench.cluster.docker.compose_file import (MEMORY_IN_NODE, ETCD_PORT, GO_FILE, go_file_of, DEFAULT_CPU_SHARES, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
                                              PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, clock_of, dump,
                                              rdzv_endpoint, render, render_gpu_override)
-from chaosbench.cluster.docker_cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
+from chaosbench.cluster.docker.cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
 from chaosbench.cluster.host_services import ServiceEndpoints
-from chaosbench.cluster import innode
-from chaosbench.cluster.disk_layer import CONTROL_DIR as DISK_CONTROL_DIR
-from chaosbench.cluster.innode import Script
+from chaosbench.cluster.node import scripts
+from chaosbench.cluster.node.disk_layer import CONTROL_DIR as DISK_CONTROL_DIR
+from chaosbench.cluster.node.scripts import Script
 from chaosbench.cluster.launch import validate
 from chaosbench.cluster.services_api import (create_routes, etcd_ready, proxy_ready, s3_ready,
                                              wait_until)
@@ -92,11 +95,11 @@ class DockerCluster(Cluster):
 
     @classmethod
     def withheld(cls) -> frozenset[str]:
-        return frozenset() if innode.netem_mechanism() else frozenset({"netem_link"})
+        return frozenset() if scripts.netem_mechanism() else frozenset({"netem_link"})
 
     @property
     def netem_mechanism(self) -> str | None:   # the nodes share the host's kernel
-        return innode.netem_mechanism()
+        return scripts.netem_mechanism()
 
     def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
                  gpus: bool | None = None):
@@ -275,7 +278,7 @@ class DockerCluster(Cluster):
 
     def _start_in_node(self, node: str, script: Script, *args: str) -> subprocess.Popen:
         """A long-running in-node script under `docker exec` (it ends with the container at the latest)."""
-        from chaosbench.cluster import docker_cli
+        from chaosbench.cluster.docker import cli as docker_cli
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         with open(logs / f"{node}-{script.name}.log", "ab") as log:
@@ -368,7 +371,7 @@ class DockerCluster(Cluster):
 
     def squeeze_memory(self, node: str, limit_mb: int | None = None, fraction: float | None = None) -> dict:
         """The container's memory cgroup limit, plus a ballast where cgroup v1 refuses to go below
-        what is in use (docker_memory.py)."""
+        what is in use (docker/memory.py)."""
         return docker_memory.squeeze(self, node, limit_mb, fraction)
 
     def release_memory(self, node: str) -> dict:
@@ -378,7 +381,7 @@ class DockerCluster(Cluster):
         return docker_memory.kills(self, node)
 
     def break_name(self, node: str, name: str, mode: str, delay_s: float = 5.0) -> str:
-        """In the node's own /etc/hosts and resolv.conf (innode.BREAK_NAME). The endpoints the nodes
+        """In the node's own /etc/hosts and resolv.conf (scripts.BREAK_NAME). The endpoints the nodes
         are given (rendezvous, etcd and S3 through the proxy) are IP addresses here: no lookup to break."""
         endpoints = {"rendezvous": "CHAOSBENCH_RDZV_ENDPOINT", "etcd": "CHAOSBENCH_RDZV_ENDPOINT",
                      "s3": "CHAOSBENCH_S3_ENDPOINT", "proxy": "CHAOSBENCH_S3_ENDPOINT"}
@@ -387,13 +390,13 @@ class DockerCluster(Cluster):
                 f"backend 'docker' cannot break the name '{name}': its nodes reach it by IP address "
                 f"({endpoints[name]} holds an address, not a host name), so no lookup happens; name a "
                 f"host the node resolves instead (node-0: the workers' store is the rank-0 node's host name)")
-        self._run_in_node(node, innode.BREAK_NAME, name, mode, str(delay_s), timeout=30)
+        self._run_in_node(node, scripts.BREAK_NAME, name, mode, str(delay_s), timeout=30)
         return name
 
     def restore_names(self, node: str) -> None:
         """A removed container needs nothing (its files go with it): `chaosbench clean` does no more."""
         if self.node_status(node) == "running":   # a node killed or stopped meanwhile: nothing to reach
-            self._run_in_node(node, innode.RESTORE_NAMES, timeout=30)
+            self._run_in_node(node, scripts.RESTORE_NAMES, timeout=30)
 
     def _disk_tiers_in_node(self, node: str) -> dict[str, str]:
         tiers = {"nvme": NVME_IN_NODE, "memory": MEMORY_IN_NODE}

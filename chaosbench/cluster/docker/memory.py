@@ -17,8 +17,8 @@ from __future__ import annotations
 import json
 import time
 
-from chaosbench.cluster.base import ClusterError
-from chaosbench.cluster.docker_cli import docker
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.docker.cli import docker
 
 BALLAST_MARK = "chaosbench-ballast"   # in the ballast's argv: release finds it by this word only
 HEADROOM_MB = 64                      # above the usage read, so the kernel accepts the limit

@@ -46,7 +46,7 @@ COPY_PACKET = 2
 CFG_F_FAIL_OPEN = 1              # a full queue lets packets pass instead of dropping them
 ATTR_PACKET_HDR, ATTR_VERDICT_HDR, ATTR_PAYLOAD = 1, 2, 10
 NF_DROP, NF_ACCEPT = 0, 1
-MARK = 0x1cb                     # duplicates carry it; our NFQUEUE rules skip it (innode.DEGRADE_LINK)
+MARK = 0x1cb                     # duplicates carry it; our NFQUEUE rules skip it (scripts.DEGRADE_LINK)
 QUEUE_MAXLEN = 65536             # packets awaiting a verdict (a burst the handler has not read yet)
 _NLMSG = struct.Struct("=IHHII")
 _NFGEN = struct.Struct("=BBH")   # family, version, res_id (big-endian queue number, packed by hand)

@@ -1,4 +1,4 @@
-"""Build the cluster's docker images locally, with no registry: `python -m chaosbench.cluster.images build`.
+"""Build the cluster's docker images locally, with no registry: `python -m chaosbench.cluster.docker.images build`.
 
 Three images, each tagged with a hash of everything that goes into it, so an unchanged input is a
 no-op (`docker image inspect` on the tag) and a change rebuilds only from that layer on:
@@ -32,10 +32,10 @@ import threading
 import time
 from pathlib import Path
 
-from chaosbench.cluster import venv_volume
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.docker import venv_volume
+from chaosbench.cluster.errors import ClusterError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 COMPOSE_DIR = REPO / "compose"
 CACHE = Path(os.environ.get("CHAOSBENCH_CACHE", Path.home() / ".cache" / "chaosbench"))
 DEBIAN_MIRROR = os.environ.get("CHAOSBENCH_DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -282,7 +282,7 @@ def node_image(build_if_missing: bool = True) -> str:
         return os.environ["CHAOSBENCH_NODE_IMAGE"]
     if build_if_missing:
         return build(os.environ.get("CHAOSBENCH_BASE_IMAGE") or None)
-    raise ClusterError("no node image: run `python -m chaosbench.cluster.images build`")
+    raise ClusterError("no node image: run `python -m chaosbench.cluster.docker.images build`")
 
 
 def node_venv_volume(image: str) -> str | None:
@@ -296,7 +296,7 @@ def node_venv_volume(image: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m chaosbench.cluster.images",
+    ap = argparse.ArgumentParser(prog="python -m chaosbench.cluster.docker.images",
                                  description="Build the chaosbench cluster images locally (no registry).")
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="build or reuse base, deps and node images")

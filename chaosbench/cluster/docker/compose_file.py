@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from chaosbench.cluster.base import ClusterError, ClusterSpec
-from chaosbench.cluster.images import REPO, SOURCE_MOUNT
-from chaosbench.cluster.innode_clock import CLOCK_DIR_IN_NODE, node_clock
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.docker.cli import LABEL_PREFIX
+from chaosbench.cluster.errors import ClusterError
+from chaosbench.cluster.docker.images import REPO, SOURCE_MOUNT
+from chaosbench.cluster.node.clock import CLOCK_DIR_IN_NODE, node_clock
 from chaosbench.cluster.launch import S3_BUCKET, gated, hosts_store, is_warm, node_plan
-from chaosbench.cluster.venv_volume import VENV_IN_IMAGE
+from chaosbench.cluster.docker.venv_volume import VENV_IN_IMAGE
 
-LABEL_PREFIX = "io.chaosbench"
 ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
 # Ports the proxy listens on inside its container for the two routes.
 PROXY_ETCD_PORT, PROXY_S3_PORT = 2379, 5000
@@ -97,7 +98,7 @@ def _service(plan: ComposePlan, name: str, role: str, command: list[str], image:
 
 
 def clock_of(plan: ComposePlan, node: str):
-    """The node's clock control file on the host and its libfaketime preload env (innode_clock.py)."""
+    """The node's clock control file on the host and its libfaketime preload env (node/clock.py)."""
     from pathlib import Path
     return node_clock(Path(plan.events_host_dir).parent, node, CLOCK_DIR_IN_NODE, SOURCE_MOUNT)
 
@@ -166,8 +167,8 @@ def with_disk_layer(spec: ClusterSpec, node: str, argv: list[str], extra: dict) 
     extra["devices"] = ["/dev/fuse"]
     if os.path.exists("/sys/kernel/security/apparmor"):
         extra["security_opt"] = ["apparmor:unconfined"]
-    from chaosbench.cluster.disk_layer import start_argv
-    return start_argv("python", f"{SOURCE_MOUNT}/chaosbench/cluster/disk_layer.py", layer, tiers, argv)
+    from chaosbench.cluster.node.disk_layer import start_argv
+    return start_argv("python", f"{SOURCE_MOUNT}/chaosbench/cluster/node/disk_layer.py", layer, tiers, argv)
 
 
 def render(plan: ComposePlan, spec: ClusterSpec, nodes: list[str]) -> dict:

@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 
 VENV_IN_IMAGE = "/opt/venv"
 LABEL = "io.chaosbench.venv"
@@ -32,7 +32,7 @@ SLOW_DRIVERS = {"fuse-overlayfs", "vfs"}
 def _docker(*args: str, timeout: float = 60, check: bool = True) -> str:
     # docker_cli's wrapper (own session, timeout as ClusterError); imported here because docker_cli
     # imports compose_file, which imports this module
-    from chaosbench.cluster.docker_cli import docker
+    from chaosbench.cluster.docker.cli import docker
     return docker(*args, timeout=timeout, check=check)
 
 
