@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from chaosbench.forecast.cli import forecast
 from chaosbench.scenario import ScenarioError, find_scenarios, load_scenario
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -61,7 +63,7 @@ def validate(paths: List[str] = typer.Argument(..., help="scenario files or dire
 
 @app.command("list")
 def list_(scenario_dir: str = typer.Option("scenarios", "--scenarios", help="scenario directory")):
-    """List the scenario library and the fault types, with one-line help."""
+    """List the scenario library, the fault types and the checks a scenario can expect, with one-line help."""
     from chaosbench.faults import catalogue
     t = Table(title="scenarios", show_lines=False)
     t.add_column("name"), t.add_column("file"), t.add_column("description")
@@ -78,6 +80,19 @@ def list_(scenario_dir: str = typer.Option("scenarios", "--scenarios", help="sce
         ft.add_row(name, help_, params)
     out.print(ft)
     out.print(_backend_faults_table())
+    out.print(_checks_table())
+
+
+def _checks_table() -> Table:
+    """The check registry: what each check judges, the `expect:` key that asks for it, what it needs."""
+    from chaosbench.checks.registry import all_checks
+    t = Table(title="checks (expect: KEY asks for one; always: every run is held to it)")
+    t.add_column("check", no_wrap=True), t.add_column("asked by"), t.add_column("what it checks")
+    t.add_column("needs")
+    for d in all_checks():
+        keys = ", ".join(d.asked_by)
+        t.add_row(d.name, f"always{f' ({keys})' if keys else ''}" if d.always else keys, d.help, d.needs)
+    return t
 
 
 def _backend_faults_table() -> Table:
@@ -91,25 +106,65 @@ def _backend_faults_table() -> Table:
         t.add_column(b, overflow="fold")
     for name, cells in support_table(backends):
         t.add_row(name, *cells)
-    from chaosbench.cluster.node.scripts import netem_mechanism   # docker nodes share this host's kernel
+    from chaosbench.cluster.innode import netem_mechanism   # docker nodes share this host's kernel
     t.caption = (f"packet_fault's delay / jitter / duplicate / corrupt / reorder on docker here: by "
                  f"{netem_mechanism() or 'nothing (refused)'}")
     return t
 
 
+def _status_row(name: str, p) -> tuple[str, ...]:
+    if p is None:
+        return (name, "queued", "", "", "", "", "")
+    return (name, p.phase, str(p.step), str(p.world_size or "-"),
+            f"{p.faults_injected}/{p.faults_injected + p.faults_pending}",
+            f"{p.checks_pending} pending" if p.checks_pending else "evaluated", p.message)
+
+
 def _status_table(states: dict[str, dict]) -> Table:
-    t = Table(show_header=True, header_style="bold")
-    for col in ("scenario", "phase", "step", "world", "faults", "checks", "message"):
-        t.add_column(col)
+    """One line per scenario at any width (80 columns leave the message 18): no vertical rules, the
+    scenario by its file's stem, the message takes what is left and is cut, never wrapped."""
+    t = Table(show_header=True, header_style="bold", expand=True, box=box.SIMPLE_HEAD, show_edge=False,
+              pad_edge=False, collapse_padding=True)
+    for col in ("scenario", "phase", "step", "world", "faults", "checks"):
+        t.add_column(col, no_wrap=True, overflow="ellipsis", max_width=18 if col == "scenario" else None)
+    t.add_column("message", no_wrap=True, overflow="ellipsis", ratio=1, min_width=10)
     for name, st in states.items():
-        p = st.get("progress")
-        if p is None:
-            t.add_row(name, "queued", "", "", "", "", "")
-            continue
-        t.add_row(name, p.phase, str(p.step), str(p.world_size or "-"),
-                  f"{p.faults_injected} done / {p.faults_pending} pending",
-                  f"{p.checks_pending} pending" if p.checks_pending else "evaluated", escape(p.message[-60:]))
+        t.add_row(*map(escape, _status_row(Path(name).stem, st.get("progress"))))
     return t
+
+
+class _ProgressView:
+    """The live table on a terminal; elsewhere (CI logs, a pipe) one plain line each time a scenario's
+    phase, world size, faults or checks change: a log reads top to bottom, without redraws. (Messages
+    are printed as they come either way: RunOptions.on_message.)"""
+
+    def __init__(self, states: dict[str, dict], quiet: bool):
+        self.states, self._last = states, {}
+        self.live = None
+        if not quiet and console.is_terminal and out.is_terminal:
+            self.live = Live(_status_table(states), console=console, refresh_per_second=4,
+                             get_renderable=lambda: _status_table(states))
+        self.plain = not quiet and self.live is None
+
+    def update(self, name: str, p) -> None:
+        self.states[name]["progress"] = p
+        if not self.plain:
+            return
+        scen, phase, step, world, faults, checks, _ = _status_row(Path(name).stem, p)
+        key = (phase, world, faults, checks)   # not the step (every step) nor the message (printed already)
+        if self._last.get(name) != key:
+            self._last[name] = key
+            console.print(f"{scen}: {phase}, step {step}, world {world}, faults {faults}, checks {checks}",
+                          markup=False, highlight=False, soft_wrap=True)
+
+    def __enter__(self):
+        if self.live:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live:
+            self.live.stop()
 
 
 def _summary(outcomes) -> None:
@@ -221,7 +276,7 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
                                            (["--seed", str(seed)] if seed is not None else []))
         opts = RunOptions(backend=backend, seed=seed, keep_cluster=keep_cluster, report_dir=report_dir,
                           command=cmd, cancel=cancel, slurm=slurm,
-                          on_progress=lambda p: states[str(f)].__setitem__("progress", p),
+                          on_progress=lambda p: view.update(str(f), p),
                           on_message=lambda m: console.print(f"[dim]{f.stem}[/dim] {escape(m)}", highlight=False))
         try:
             return run_scenario(f, opts)
@@ -235,12 +290,9 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
 
     for sig in (signal.SIGTERM, signal.SIGHUP):   # CI cancelling a job, a closed terminal: tear down too
         signal.signal(sig, _raise_interrupt)
-    live = None if quiet else Live(_status_table(states), console=console, refresh_per_second=4,
-                                   get_renderable=lambda: _status_table(states))
+    view = _ProgressView(states, quiet)
     outcomes = []
-    try:
-        if live:
-            live.start()
+    with view:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             futures = [pool.submit(one, f) for f in files]
             try:
@@ -255,9 +307,6 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
                     fu.cancel()
                 outcomes = [fu.result() for fu in futures if not fu.cancelled()]
                 raise typer.Exit(130)
-    finally:
-        if live:
-            live.stop()
     _summary(outcomes)
     codes = [o.exit_code for o in outcomes]
     raise typer.Exit(max(codes) if codes else 0)
@@ -321,11 +370,7 @@ def doctor(ctx: typer.Context):
     raise typer.Exit(doctor_main(ctx.args))
 
 
-@app.command(context_settings=_PASSTHROUGH)
-def forecast(ctx: typer.Context):
-    """Forecast goodput at fleet scale from measured runs: RUN_DIR... --gpus N --days D --failures PRESET|FILE; --help for all options."""
-    from chaosbench.forecast.cli import main as forecast_main
-    raise typer.Exit(forecast_main(ctx.args))
+app.command("forecast")(forecast)
 
 
 export_app = typer.Typer(help="Export a scenario's cluster for other platforms.", no_args_is_help=True)
@@ -341,8 +386,8 @@ def export_k8s(ctx: typer.Context):
 
 @images_app.command("build", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def images_build(ctx: typer.Context):
-    """Build the cluster images locally; extra options go to `python -m chaosbench.cluster.docker.images build`."""
-    rc = subprocess.call([sys.executable, "-m", "chaosbench.cluster.docker.images", "build", *ctx.args])
+    """Build the cluster images locally; extra options go to `python -m chaosbench.cluster.images build`."""
+    rc = subprocess.call([sys.executable, "-m", "chaosbench.cluster.images", "build", *ctx.args])
     raise typer.Exit(rc)
 
 

@@ -226,7 +226,9 @@ def completeness(h: History, e: Expect) -> CheckResult:
                                                                f"reported, each once{note}")
 
 
-@check("invariants", always=True)
+@check("invariants", always=True,
+       help="the run-level invariants every run is held to (docs/result.md)",
+       needs="events, inventory")
 def invariants(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     """Every invariant, each its own result; a relaxed one (expect.relax) says why and does not block."""
     from chaosbench.checks.invariant_records import consistency, evidence, numerics

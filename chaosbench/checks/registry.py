@@ -18,12 +18,16 @@ class CheckDef:
     always: bool                 # evaluated whatever `expect` says (then asked_by only tunes it)
     last: bool                   # reported after every other check (the run's ending sums it up)
     fn: Callable[..., Any]       # (history, expect, recoveries) -> CheckResult | list | None
+    help: str = ""               # one line: what it checks (`chaosbench list`)
+    needs: str = ""              # what in the run record it needs to be evaluated (events, inventory, a fault...)
 
 
-def check(name: str, *asked_by: str, always: bool = False, last: bool = False):
-    """Register a check function under `name`; without keys, the `expect:` key of the same name asks for it."""
+def check(name: str, *asked_by: str, always: bool = False, last: bool = False, help: str = "", needs: str = ""):
+    """Register a check function under `name`; without keys, the `expect:` key of the same name asks for it.
+    `help` (default: the function docstring's first line) and `needs` are what `chaosbench list` shows."""
     def deco(fn):
-        _REGISTRY[name] = CheckDef(name, asked_by or ((name,) if not always else ()), always, last, fn)
+        summary = help or ((fn.__doc__ or "").strip().splitlines() or [""])[0]
+        _REGISTRY[name] = CheckDef(name, asked_by or ((name,) if not always else ()), always, last, fn, summary, needs)
         return fn
     return deco
 

@@ -15,7 +15,9 @@ from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect, LossContinuity
 
 
-@check("reaches_step")
+@check("reaches_step",
+       help="training reached step N (within within_seconds of its start)",
+       needs="events or observed steps")
 def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if e.reaches_step is None:
         return None
@@ -54,7 +56,9 @@ def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | N
     return passed(name, expected, observed, f"reached step {e.reaches_step} {took} s after training started")
 
 
-@check("no_restart")
+@check("no_restart",
+       help="no worker restarted (an outage the job rides out)",
+       needs="events")
 def no_restart(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if not e.no_restart:
         return None
@@ -71,7 +75,9 @@ def no_restart(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | Non
     return passed(name, expected, 0, f"{len(slots)} worker(s), each ran as a single process throughout")
 
 
-@check("loss_continuity")
+@check("loss_continuity",
+       help="the loss after each restore is within max_increase of the loss before it",
+       needs="events with loss, a restore")
 def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     cfg = e.loss_continuity
     if cfg is None or cfg is False:
@@ -105,7 +111,9 @@ def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
     return (passed if ok else failed)(name, expected, round(worst, 4), "; ".join(lines) + unrestarted(h, recs))
 
 
-@check("checkpoints_valid")
+@check("checkpoints_valid",
+       help="every published checkpoint (memory, NVMe, S3) matches its manifest",
+       needs="inventory")
 def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     """Every published checkpoint is complete and matches its manifest.
 
@@ -148,7 +156,9 @@ def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResul
                                                   f"({', '.join(tiers)}){notes}")
 
 
-@check("no_fatal")
+@check("no_fatal",
+       help="no worker logged a fatal error",
+       needs="events")
 def no_fatal(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     if not e.no_fatal:
         return None
@@ -183,7 +193,9 @@ def _no_failure_observed(h: History, name: str, expected: int) -> CheckResult:
     return passed(name, expected, 0, f"no worker group failure in {len(h.agent_events)} torchrun agent event(s)")
 
 
-@check("log_regex")
+@check("log_regex",
+       help="a pattern is present or absent in the logs (one result per pattern)",
+       needs="logs")
 def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     out = []
     for rule in e.log_regex:
@@ -208,7 +220,9 @@ def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     return out
 
 
-@check("event_contract", always=True)
+@check("event_contract", always=True,
+       help="an event line with wrongly typed fields was left out (shown only when it fails)",
+       needs="events")
 def event_contract(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     """Always on, and only present when it fails: an event line whose known fields have the wrong type
     (docs/events.md) was left out of every other check; say so instead of judging without it."""

@@ -39,7 +39,9 @@ def completions(h: History) -> list[float]:
     return sorted(first.values())
 
 
-@check("max_slowdown")
+@check("max_slowdown",
+       help="per fault: steps/s during it >= steps/s before it / N",
+       needs="events, a fault")
 def max_slowdown(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult] | None:
     if e.max_slowdown is None:
         return None

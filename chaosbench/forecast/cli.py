@@ -1,41 +1,53 @@
-"""`chaosbench forecast RUN_DIR... --gpus N --days D --failures PRESET|FILE [...]`.
+"""`chaosbench forecast RUN_DIR... --gpus N --days D --failures PRESET|FILE [...]`: a typer command like
+every other (chaosbench/cli.py mounts it; `python -m chaosbench.forecast` runs it alone).
 
 Exit 0 with a forecast; exit 2 on bad input (the message names what is missing and the fix).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import List, Optional
 
+import typer
 from rich.console import Console
 
 from . import CLASSES, ForecastError
 
+EXIT_BAD_INPUT = 2
 
-def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
-        prog="chaosbench forecast",
-        description="Forecast a job's goodput at fleet scale from its measured recoveries (docs/plan-a-run.md).")
-    ap.add_argument("runs", nargs="+", metavar="RUN_DIR", help="reports/<run-id> directories written by `chaosbench run`")
-    ap.add_argument("--gpus", type=int, required=True, help="GPUs of the job to forecast")
-    ap.add_argument("--gpus-per-node", type=int, default=8)
-    ap.add_argument("--days", type=float, required=True, help="length of the job")
-    ap.add_argument("--failures", required=True, help="preset (llama3-405b, rsc) or a YAML/JSON file of causes")
-    ap.add_argument("--interval", help="checkpoint interval per tier, e.g. memory=30s,nvme=10m,s3=1h "
-                                       "(default: as measured in the runs)")
-    ap.add_argument("--optimize", action="store_true", help="search the interval per tier that maximises goodput")
-    ap.add_argument("--assume", action="append", default=[], metavar="CLASS=MEASURED",
-                    help=f"borrow a measured class's recoveries for an unmeasured one (classes: {', '.join(CLASSES)})")
-    ap.add_argument("--replace-after", type=float, metavar="S",
-                    help="elastic shrink: a lost node is replaced S seconds later, then joins with a second restart "
-                         "(default: a spare joins in the survivors' round, cost as measured)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--trajectories", type=int, default=1000, help="simulated jobs (default 1000)")
-    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    ap.add_argument("-o", "--output", type=Path, help="write an HTML page with plots here")
-    return ap
+
+def forecast(
+    runs: List[Path] = typer.Argument(..., metavar="RUN_DIR",
+                                      help="reports/<run-id> directories written by `chaosbench run`"),
+    gpus: int = typer.Option(..., help="GPUs of the job to forecast"),
+    gpus_per_node: int = typer.Option(8, help="GPUs per node"),
+    days: float = typer.Option(..., help="length of the job"),
+    failures: str = typer.Option(..., help="preset (llama3-405b, rsc) or a YAML/JSON file of causes"),
+    interval: Optional[str] = typer.Option(None, help="checkpoint interval per tier, e.g. memory=30s,nvme=10m,s3=1h "
+                                                      "(default: as measured in the runs)"),
+    optimize: bool = typer.Option(False, "--optimize", help="search the interval per tier that maximises goodput"),
+    assume: List[str] = typer.Option([], metavar="CLASS=MEASURED",
+                                     help="borrow a measured class's recoveries for an unmeasured one (classes: "
+                                          f"{', '.join(CLASSES)}); repeat for more"),
+    replace_after: Optional[float] = typer.Option(None, metavar="S", help=(
+        "elastic shrink: a lost node is replaced S seconds later, then joins with a second restart "
+        "(default: a spare joins in the survivors' round, cost as measured)")),
+    seed: int = typer.Option(0, help="random seed"),
+    trajectories: int = typer.Option(1000, help="simulated jobs"),
+    json_: bool = typer.Option(False, "--json", help="print the figures as JSON"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write an HTML page with plots here"),
+):
+    """Forecast a job's goodput at fleet scale from its measured recoveries (docs/plan-a-run.md)."""
+    args = SimpleNamespace(**locals())   # the options above, by name
+    try:
+        run(args)
+    except ForecastError as e:
+        for line in str(e).splitlines():
+            print(f"error: {line}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def _assume(items: list[str]) -> dict[str, str]:
@@ -48,25 +60,24 @@ def _assume(items: list[str]) -> dict[str, str]:
     return out
 
 
-def run(argv: list[str]) -> int:
+def run(args: SimpleNamespace) -> None:
     from .failures import failure_model
     from .inputs import load_runs
     from .optimize import curves_at, optimize, young_daly
     from .output import figures, print_table
     from .plan import build, parse_intervals
     from .sim import simulate
-    args = _parser().parse_args(argv)
     model = failure_model(args.failures)
     intervals = parse_intervals(args.interval)
     assume = _assume(args.assume)
-    measured = load_runs(args.runs)
+    measured = load_runs([str(r) for r in args.runs])
     plan = build(measured, model, args.gpus, args.gpus_per_node, args.days, intervals, assume,
                  args.trajectories, args.seed, args.replace_after)
     outcome = simulate(plan.spec, {t: [v] for t, v in plan.intervals.items()})
     yd = young_daly(plan)
     optimal, curves = optimize(plan) if args.optimize else ({}, None)
     fig = figures(plan, outcome, optimal, yd)
-    if args.json:
+    if args.json_:
         print(json.dumps(fig, indent=1))
     else:
         console = Console(soft_wrap=True)
@@ -80,18 +91,17 @@ def run(argv: list[str]) -> int:
         from .html import write_page
         write_page(args.output, plan, fig, curves if curves is not None else curves_at(plan))
         print(f"wrote {args.output}", file=sys.stderr)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m chaosbench.forecast` and tests: the same command, its exit code returned."""
+    app = typer.Typer(add_completion=False)
+    app.command()(forecast)
     try:
-        return run(list(sys.argv[1:] if argv is None else argv))
-    except ForecastError as e:
-        for line in str(e).splitlines():
-            print(f"error: {line}", file=sys.stderr)
-        return 2
-    except SystemExit as e:   # argparse: a usage error is bad input too
-        return 2 if e.code not in (0, None) else 0
+        app(args=list(sys.argv[1:] if argv is None else argv), prog_name="chaosbench forecast")
+    except SystemExit as e:   # typer exits 2 on a usage error, as on any bad input
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else EXIT_BAD_INPUT)
+    return 0
 
 
 if __name__ == "__main__":

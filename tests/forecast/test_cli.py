@@ -63,7 +63,7 @@ def test_html_page_is_self_contained_with_three_plots(tmp_path, capsys):
     ("malformed_file", "fleet.yaml:3: causes[0].rate: unknown key"),
     ("no_run_dir", "result.json: not found"),
     ("bad_gpus", "--gpus and --gpus-per-node must be >= 1"),
-    ("missing_flag", "required"),
+    ("missing_flag", "Missing option '--gpus'"),
 ])
 def test_bad_input_is_exit_2_with_what_is_missing(tmp_path, capsys, case, expect):
     run = write_run(tmp_path, "ok", make_result())
