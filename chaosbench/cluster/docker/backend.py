@@ -241,7 +241,7 @@ class DockerCluster(Cluster):
         logs.mkdir(parents=True, exist_ok=True)
         names = [*SERVICES, *self._nodes]
         # one docker CLI per container and call: in parallel, the collection of a 3-node run takes the
-        # time of its slowest container instead of the sum of twelve (docs/harness-speed.md)
+        # time of its slowest container instead of the sum of twelve (CHANGELOG.md, harness speed)
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
             states = dict(zip(names, pool.map(self._state, names)))
             present = [n for n in names if states[n] is not None]
