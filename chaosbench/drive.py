@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from chaosbench.checks.history import History
-from chaosbench.cluster.base import ClusterError
+from chaosbench.cluster.errors import ClusterError
 from chaosbench.evidence.collect import inventory_at
 from chaosbench.faults import FaultContext, FaultLog, get_fault
 from chaosbench.faults.base import Fault

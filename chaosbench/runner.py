@@ -1,6 +1,8 @@
 """Run one scenario, top to bottom: validate -> bring the cluster up -> drive the fault schedule
 while watching the trainers -> collect the evidence -> evaluate the checks -> write reports/<run-id>/.
-Teardown always runs (unless --keep-cluster).
+Teardown always runs (unless --keep-cluster). Each fault action is carried out and recorded by
+drive.py (FaultDriver), the cluster's up / evidence / teardown by hold.py (Hold); the verdict by the
+analyse step (analyse.py) that `chaosbench recheck` runs too.
 
 The verdict separates the system under test from the harness: `failed` (a check failed or could
 not be evaluated: exit 1) versus `error` (the cluster or harness broke: exit 3).
@@ -8,7 +10,6 @@ not be evaluated: exit 1) versus `error` (the cluster or harness broke: exit 3).
 from __future__ import annotations
 
 import json
-import random
 import secrets
 import threading
 import time
@@ -25,13 +26,10 @@ from chaosbench.checks.registry import pending_count
 from chaosbench.cluster.base import ClusterSpec
 from chaosbench.cluster.errors import ClusterError, UnsupportedFault
 from chaosbench.cluster import backend_primitives, pick_backend
-from chaosbench.cluster.lifecycle import UpDown
-from chaosbench.evidence.collect import collect_evidence, inventory_at
+from chaosbench.drive import FaultDriver, cooperative_times
 from chaosbench.evidence.late_writes import LATE_DIR, set_aside
-from chaosbench.faults import FaultContext, FaultLog, get_fault
-from chaosbench.faults.base import Fault
 from chaosbench.faults.capabilities import missing_primitives, needs_of
-from chaosbench.faults.inprocess import is_cooperative
+from chaosbench.hold import Hold
 from chaosbench.observer import EventTail, Progress
 from chaosbench.observer.progress import Stretch
 from chaosbench.observer.received import RECEIPTS
@@ -149,7 +147,8 @@ class Runner:
     def _drive(self, cluster) -> None:
         """Inject and heal as the schedule says until the stop rule says stop."""
         sched = Schedule(self.s.faults, self.seed)
-        faults = self._prepare_faults(cluster, sched)
+        driver = FaultDriver(cluster, sched, self.run_dir, self.seed, self.harness, self.records, self.walking, self.say)
+        driver.prepare()
         tail = EventTail(cluster.events_dir, receipts=self.run_dir / RECEIPTS)   # in the record on every backend
         rule = StopRule.of(self.s, self.harness["training_started_at"])
         t0, target = rule.started_at, rule.target
@@ -161,10 +160,10 @@ class Runner:
                 self.progress.update(ev)
                 sched.observe_event(ev, ev.get("ts", now) - t0)
             for act in sched.due(now - t0, self.progress.step):
-                (self._heal if act.kind == "heal" else self._inject)(act.planned, faults[act.planned.fault_id], sched, t0)
+                driver.act(act.kind, act.planned, t0)
             if now >= next_ended:
                 next_ended = now + ENDED_EVERY_S
-                self._heal_ended(sched, faults, t0)
+                driver.heal_ended(t0)
             self.progress.faults_pending = sched.pending
             self.progress.faults_injected = sum(1 for r in self.records.values() if r.injected_at)
             self._tick()
@@ -191,29 +190,7 @@ class Runner:
         self.harness["faults_unfinished"] = [p.fault_id for p in sched.plans if p.state != "done"]
         self.harness["stopped_at"] = time.time()
         self.say(f"stopping: {stop[0]}")
-        # a fault whose duration_s the stop cut short is healed now, before collecting; a healable
-        # fault without duration_s stays in place until teardown (docs/scenarios.md)
-        for p in sched.unhealed():
-            self._heal(p, faults[p.fault_id], sched, t0, best_effort=True)
-
-    def _prepare_faults(self, cluster, sched: Schedule) -> dict:
-        log = FaultLog(self.run_dir / "faults.jsonl")
-        faults = {}
-        for p in sched.plans:
-            cls = get_fault(p.entry.kind)
-            ctx = FaultContext(cluster=cluster, log=log, rng=random.Random(f"{self.seed}:{p.fault_id}:target"))
-            faults[p.fault_id] = cls(p.fault_id, cls.Params.model_validate(p.entry.params), ctx)
-            try:
-                faults[p.fault_id].prepare()
-            except Exception as e:
-                raise ClusterError(f"fault {p.fault_id} ({p.entry.kind}) could not be prepared: {e}") from e
-            self.records[p.fault_id] = FaultRecord(id=p.fault_id, type=p.entry.kind, trigger=p.entry.at.describe(),
-                                                   params=p.entry.params)
-        # what was planned, so the checks can judge each fault against it (checks/faults.py)
-        self.harness["faults_planned"] = [{"id": p.fault_id, "type": p.entry.kind, "trigger": p.entry.at.describe(),
-                                           "healable": p.healable, "heal_after_s": p.heal_after_s}
-                                          for p in sched.plans]
-        return faults
+        driver.heal_unhealed(t0)
 
     def _exited(self, cluster) -> str:
         """'node-0 exited:1, ...' when no node runs any more, else ''."""
@@ -224,57 +201,6 @@ class Runner:
         if status and all(v.startswith(("exited", "absent")) for v in status.values()):
             return ", ".join(f"{n} {v}" for n, v in sorted(status.items()))
         return ""
-
-    def _inject(self, p, fault, sched: Schedule, t0: float) -> None:
-        self.say(f"injecting {p.fault_id}: {p.entry.kind} ({p.entry.at.describe()})")
-        rec = self.records[p.fault_id]
-        try:
-            ts = fault.inject()
-        except Exception as e:
-            rec.error = f"inject failed: {type(e).__name__}: {e}"
-            raise ClusterError(f"fault {p.fault_id} ({p.entry.kind}) could not be injected: {e}") from e
-        rec.injected_at, rec.target = ts, fault.target
-        sched.mark_injected(p, ts - t0)
-        self.walking.append(inventory_at(self.cluster, self.run_dir, p.fault_id))
-
-    def _heal_ended(self, sched: Schedule, faults: dict, t0: float) -> None:
-        """Heal now a fault in place whose effect ended by itself (Fault.ended); the fault check reads
-        `faults_ended` to tell that early heal from a cut-short one."""
-        for p in sched.plans:
-            fault = faults[p.fault_id]
-            if p.state != "injected" or type(fault).ended is Fault.ended:
-                continue
-            try:
-                why = fault.ended()
-            except (ClusterError, ValueError, OSError):   # a node gone, a read refused or cut: it lasts its duration
-                why = None
-            if why:
-                self.harness.setdefault("faults_ended", {})[p.fault_id] = why
-                self.say(f"{p.fault_id} ended by itself: {why}")
-                self._heal(p, fault, sched, t0)
-
-    def _heal(self, p, fault, sched: Schedule, t0: float, best_effort: bool = False) -> None:
-        self.say(f"healing {p.fault_id}: {p.entry.kind}")
-        try:
-            ts = fault.heal()
-        except Exception as e:
-            self.records[p.fault_id].error = f"heal failed: {type(e).__name__}: {e}"
-            if best_effort:
-                return
-            raise ClusterError(f"fault {p.fault_id} ({p.entry.kind}) could not be healed: {e}") from e
-        self.records[p.fault_id].healed_at = ts
-        sched.mark_healed(p, (ts if ts is not None else time.time()) - t0)
-
-    def _cooperative_times(self, h: History) -> None:
-        """A cooperative fault happened when the job fired it (fault_fired), not when it was delivered."""
-        for fid, rec in self.records.items():
-            if not is_cooperative(rec.type):
-                continue
-            fired = next((w for w in h.faults if w.id == fid), None)
-            if fired is not None:
-                rec.injected_at = fired.injected_at
-            elif fid in h.unfired:
-                rec.injected_at, rec.error = None, h.never_injected(fid, rec.type)
 
     # -- verdict and files ----------------------------------------------------------------------
     def _finish(self, backend: str, started: float, error: str | None) -> RunOutcome:
@@ -290,7 +216,7 @@ class Runner:
         c = self.s.cluster
 
         def base(h: History) -> RunResult:   # the analyse step's History, loaded once for everything
-            self._cooperative_times(h)
+            cooperative_times(self.records, h)
             finished = time.time()
             return RunResult(
                 run_id=self.run_id,
@@ -310,48 +236,6 @@ class Runner:
         self.progress.phase = "done"
         self._tick()
         return RunOutcome(self.s.name, self.run_dir, result, EXIT[result.verdict])
-
-
-class Hold(UpDown):
-    """The run's hold on its cluster, as lifecycle.UpDown: `with Hold(...)` brings the cluster up and,
-    on every way out (a failed up() included), collects the evidence and tears it down -- or, with
-    --keep-cluster, leaves it up and says where. A second Ctrl-C while collecting skips the rest of
-    the evidence, never the teardown (UpDown)."""
-
-    def __init__(self, runner: Runner, cluster):
-        self.runner, self.cluster = runner, cluster
-
-    @property
-    def torn_down(self) -> bool:
-        return self.cluster.torn_down
-
-    def up(self) -> None:
-        try:
-            self.cluster.up()
-        except BaseException:   # the logs of a cluster that failed half-way say why
-            self.collect()
-            raise
-
-    def collect(self) -> None:
-        r = self.runner
-        r.progress.phase = "collecting"
-        r.say("collecting logs and events")
-        try:
-            collect_evidence(self.cluster, r.run_dir, r.harness, r.walking, r.say)
-        except KeyboardInterrupt:
-            r.say("interrupted while collecting: tearing down without the rest of the logs")
-            raise
-
-    def down(self) -> None:
-        say = self.runner.say
-        if self.runner.opts.keep_cluster:
-            say(f"--keep-cluster: cluster left up; {self.cluster.attach_hint()}")
-            return
-        try:
-            self.cluster.down()
-        finally:
-            say("cluster torn down" if self.cluster.torn_down else "teardown incomplete: the exit-time sweep "
-                "retries; `chaosbench clean` removes what is left of runs that are gone")
 
 
 def _quietly(callback, arg) -> None:

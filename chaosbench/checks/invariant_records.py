@@ -145,8 +145,9 @@ def evidence(h: History, e: Expect) -> CheckResult:
                        f"is in the record (inventories/{r.fault_id}.json)")
         elif inv is None:
             unknown.append(f"{inc.label}'s restore after {r.fault_id}: no inventory was taken at that fault")
-        elif float(inv.get("started_at", inv.get("taken_at", 0.0)) or 0.0) > r.ts:
-            bad.append(f"{inc.label} loaded {r.tier}@{r.step} before the inventory at {r.fault_id} was begun")
+        # an inventory begun after a fast restore (local recoveries take 0.3 s, the walk starts once the
+        # fault's action returned) still backs it when it holds that checkpoint: contradictions() below
+        # holds every claim against the inventory's contents either way
         by_fault.setdefault(r.fault_id, []).append({"node": inc.node, "local_rank": inc.local_rank, "tier": r.tier,
                                                     "step": r.step, "source": r.source, "ts": r.ts})
     for fid, claims in by_fault.items():

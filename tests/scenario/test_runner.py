@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from chaosbench.checks.invariants import NAMES as INVARIANTS
 from chaosbench.runner import RunOptions, Runner
 from chaosbench.scenario import parse_scenario
 
@@ -35,7 +36,8 @@ def test_passing_run_writes_the_record(tmp_path):
     out, cluster = run(tmp_path)
     r = out.result
     assert out.exit_code == 0, [c for c in r.checks if c.blocking]
-    assert r.verdict == "passed" and {c.name for c in r.checks} == {
+    always = {"record_integrity"} | {f"invariant:{n}" for n in INVARIANTS}   # every run is held to these
+    assert r.verdict == "passed" and {c.name for c in r.checks} == always | {
         "recovered_from", "max_lost_steps", "world_size_after", "max_recovery_seconds", "reaches_step", "fault:f1", "ending"}
     assert cluster.calls[:2] == ["up", "start_training"] and cluster.calls[-2:] == ["collect", "down"]
     assert "kill_node node-2" in cluster.calls
