@@ -1,0 +1,1 @@
+"""The local backend (backend.py): the cluster as processes on this host."""
