@@ -106,7 +106,7 @@ def _backend_faults_table() -> Table:
         t.add_column(b, overflow="fold")
     for name, cells in support_table(backends):
         t.add_row(name, *cells)
-    from chaosbench.cluster.innode import netem_mechanism   # docker nodes share this host's kernel
+    from chaosbench.cluster.node.scripts import netem_mechanism   # docker nodes share this host's kernel
     t.caption = (f"packet_fault's delay / jitter / duplicate / corrupt / reorder on docker here: by "
                  f"{netem_mechanism() or 'nothing (refused)'}")
     return t
@@ -386,8 +386,8 @@ def export_k8s(ctx: typer.Context):
 
 @images_app.command("build", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
 def images_build(ctx: typer.Context):
-    """Build the cluster images locally; extra options go to `python -m chaosbench.cluster.images build`."""
-    rc = subprocess.call([sys.executable, "-m", "chaosbench.cluster.images", "build", *ctx.args])
+    """Build the cluster images locally; extra options go to `python -m chaosbench.cluster.docker.images build`."""
+    rc = subprocess.call([sys.executable, "-m", "chaosbench.cluster.docker.images", "build", *ctx.args])
     raise typer.Exit(rc)
 
 
