@@ -158,6 +158,7 @@ def _uncovered(h: History, groups: list[Group]) -> str | None:
     that followed it resumed: digests that stop at a fault say nothing about the state after it."""
     if not groups:
         return None
+    restores = sorted(e["ts"] for e in h.of("checkpoint_loaded", "checkpoint_fresh_start"))
     for f in h.faults:
         if f.injected_at < groups[0].ts:
             continue   # before any digest: nothing was being compared yet
@@ -165,6 +166,13 @@ def _uncovered(h: History, groups: list[Group]) -> str | None:
         if not any(g.ts > f.injected_at for g in groups):
             return (f"no digests were compared after {f.id} ({f.fault}) acted (last compared step {groups[-1].step}"
                     + (", though training went on" if resumed else "") + ")")
+        # a restore after the fault starts a new state: the replicas must be compared again after it,
+        # by digests the steps carry (a divergence claim before the restore says nothing of the state after)
+        last = max((t for t in restores if f.injected_at < t), default=None)
+        if last is not None and not any(g.ts > last and not g.claimed for g in groups):
+            return (f"no digests were compared after the restore that followed {f.id} ({f.fault}) (last compared "
+                    f"step {groups[-1].step}" + (", though training went on" if any(t > last for t in resumed) else "")
+                    + "): the restored replicas were never shown to agree")
     return None
 
 
