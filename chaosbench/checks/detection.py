@@ -81,10 +81,9 @@ def first_sign(h: History, fw: FaultWindow, rec: Recovery | None) -> tuple[float
     return min(signs) if signs else None
 
 
-@check("max_detection_seconds", "max_detection_seconds",
-       help="per fault: injection -> first sign the job noticed it, within N s",
-       needs="events, a fault")
+@check("max_detection_seconds", "max_detection_seconds", needs="events, a fault")
 def max_detection_seconds(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult] | None:
+    """Per fault: injection -> first sign the job noticed it, within N s."""
     if e.max_detection_seconds is None:
         return None
     bound = e.max_detection_seconds

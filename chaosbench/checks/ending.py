@@ -30,10 +30,9 @@ def ending_of(h: History) -> str | None:
     return next((e for prefix, e in _BY_PREFIX if stop.startswith(prefix)), None)
 
 
-@check("ending", "ends", always=True, last=True,
-       help="how the run stopped: a normal ending, or the one expect.ends names",
-       needs="the run's stop reason")
+@check("ending", "ends", always=True, last=True, needs="the run's stop reason")
 def run_ending(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """How the run stopped: a normal ending, or the one expect.ends names."""
     name = "ending"
     want = e.ends
     expected = want or " or ".join(NORMAL)

@@ -23,10 +23,9 @@ from chaosbench.scenario.model import Expect
 NAME = "evicts_straggler_within_s"
 
 
-@check(NAME,
-       help="per throttle_node: the job trains on without the slow node within N s",
-       needs="events, a throttle_node fault")
+@check(NAME, needs="events, a throttle_node fault")
 def evicts_straggler_within_s(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult] | None:
+    """Per throttle_node: the job trains on without the slow node within N s."""
     if e.evicts_straggler_within_s is None:
         return None
     bound = e.evicts_straggler_within_s

@@ -27,9 +27,8 @@ from chaosbench.scenario.model import Expect
 SLACK_S = 0.05   # clock rounding between the schedule and the fault log
 
 
-@check("fault", always=True,
-       help="each planned fault fired, stayed in place as planned, and training went on after it",
-       needs="the fault log")
+@check("fault", always=True, needs="the fault log",
+       help="each planned fault fired, stayed in place as planned, and training went on after it")
 def fault_checks(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     """One `fault:<id>` result per planned fault, carrying that fault's id."""
     out = []

@@ -21,10 +21,9 @@ NAME = "saved_within_grace"
 EXPECTED = "a checkpoint saved between the notice and the kill, and restored"
 
 
-@check(NAME,
-       help="per preempt_node: a save between notice and kill, and the restore used it",
-       needs="events, a preempt_node fault")
+@check(NAME, needs="events, a preempt_node fault")
 def saved_within_grace(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult] | None:
+    """Per preempt_node: a save between notice and kill, and the restore used it."""
     if not e.saved_within_grace:
         return None
     faults = [(fid, kind) for fid, kind in planned_faults(h, None) if kind == "preempt_node"]

@@ -16,10 +16,9 @@ from chaosbench.scenario.model import Expect
 SHOWN = 10   # problems named in the reason; the count says the rest
 
 
-@check("record_integrity", always=True,
-       help="every required part of the run record is present and parsable",
-       needs="the run directory")
+@check("record_integrity", always=True, needs="the run directory")
 def record_integrity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult:
+    """Every required part of the run record is present and parsable."""
     name, expected = "record_integrity", "every required part present and parsable"
     if h.integrity:
         more = len(h.integrity) - SHOWN

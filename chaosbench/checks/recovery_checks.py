@@ -59,11 +59,9 @@ def unrestarted(h: History, recs: list[Recovery]) -> str:
     return f"; fault(s) {', '.join(rest)} caused no worker restart: not part of this check" if rest else ""
 
 
-@check("recovered_from", "recovered_from", "resumed_at_step",
-       help="each restore after a fault loaded the named tier (resumed_at_step: that step), "
-            "as the harness's inventory confirms",
-       needs="events, a fault, inventory")
+@check("recovered_from", "recovered_from", "resumed_at_step", needs="events, a fault, inventory")
 def recovered_from(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """Each restore after a fault loaded the named tier (resumed_at_step: that step), backed by the inventory."""
     if e.recovered_from is None and e.resumed_at_step is None:
         return None
     name = "recovered_from"
@@ -83,10 +81,9 @@ def recovered_from(h: History, e: Expect, recs: list[Recovery]) -> CheckResult |
     return passed(name, expected, observed, detail)
 
 
-@check("max_lost_steps",
-       help="each restore after a fault redid at most N steps",
-       needs="events, a fault")
+@check("max_lost_steps", needs="events, a fault")
 def max_lost_steps(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """Each restore after a fault redid at most N steps."""
     if e.max_lost_steps is None:
         return None
     name, expected = "max_lost_steps", f"<= {e.max_lost_steps}"
@@ -113,10 +110,9 @@ def _breakdown(r: Recovery) -> str:
             f"{since} + restore {f(r.restore_s)} + first step {f(r.first_step_s)}{failed}")
 
 
-@check("max_recovery_seconds",
-       help="after each fault, training resumed within N s (fault -> first step)",
-       needs="events, a fault")
+@check("max_recovery_seconds", needs="events, a fault")
 def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """After each fault, training resumed within N s (fault -> first step)."""
     if e.max_recovery_seconds is None:
         return None
     name, expected = "max_recovery_seconds", f"<= {e.max_recovery_seconds:g}"
@@ -144,10 +140,9 @@ def max_recovery_seconds(h: History, e: Expect, recs: list[Recovery]) -> CheckRe
                    e.max_recovery_seconds - worst.seconds)
 
 
-@check("world_size_after",
-       help="the world size after the faults is N",
-       needs="events, a fault")
+@check("world_size_after", needs="events, a fault")
 def world_size_after(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """The world size after the faults is N."""
     if e.world_size_after is None:
         return None
     name, expected = "world_size_after", e.world_size_after
@@ -174,10 +169,9 @@ def world_size_sequence(h: History) -> list[int]:
     return seq
 
 
-@check("world_sizes",
-       help="the world size went through exactly these sizes, in order",
-       needs="events")
+@check("world_sizes", needs="events")
 def world_sizes(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """The world size went through exactly these sizes, in order."""
     if e.world_sizes is None:
         return None
     name, expected = "world_sizes", e.world_sizes

@@ -176,10 +176,9 @@ def _uncovered(h: History, groups: list[Group]) -> str | None:
     return None
 
 
-@check(NAME,
-       help="the ranks' param_digest agree, or the job rolled back to a step where they did",
-       needs="events with param_digest")
+@check(NAME, needs="events with param_digest")
 def replicas_agree(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """The ranks' param_digest agree, or the job rolled back to a step where they did."""
     if not e.replicas_agree:
         return None
     expected = "every compared step agrees, or a rollback to a step that agreed"

@@ -15,10 +15,9 @@ from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect, LossContinuity
 
 
-@check("reaches_step",
-       help="training reached step N (within within_seconds of its start)",
-       needs="events or observed steps")
+@check("reaches_step", needs="events or observed steps")
 def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """Training reached step N (within within_seconds of its start)."""
     if e.reaches_step is None:
         return None
     name = "reaches_step"
@@ -56,10 +55,9 @@ def reaches_step(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | N
     return passed(name, expected, observed, f"reached step {e.reaches_step} {took} s after training started")
 
 
-@check("no_restart",
-       help="no worker restarted (an outage the job rides out)",
-       needs="events")
+@check("no_restart", needs="events")
 def no_restart(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """No worker restarted (an outage the job rides out)."""
     if not e.no_restart:
         return None
     name, expected = "no_restart", 0
@@ -75,10 +73,9 @@ def no_restart(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | Non
     return passed(name, expected, 0, f"{len(slots)} worker(s), each ran as a single process throughout")
 
 
-@check("loss_continuity",
-       help="the loss after each restore is within max_increase of the loss before it",
-       needs="events with loss, a restore")
+@check("loss_continuity", needs="events with loss, a restore")
 def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """The loss after each restore is within max_increase of the loss before it."""
     cfg = e.loss_continuity
     if cfg is None or cfg is False:
         return None
@@ -111,9 +108,8 @@ def loss_continuity(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
     return (passed if ok else failed)(name, expected, round(worst, 4), "; ".join(lines) + unrestarted(h, recs))
 
 
-@check("checkpoints_valid",
-       help="every published checkpoint (memory, NVMe, S3) matches its manifest",
-       needs="inventory")
+@check("checkpoints_valid", needs="inventory",
+       help="every published checkpoint (memory, NVMe, S3) matches its manifest")
 def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     """Every published checkpoint is complete and matches its manifest.
 
@@ -156,10 +152,9 @@ def checkpoints_valid(h: History, e: Expect, recs: list[Recovery]) -> CheckResul
                                                   f"({', '.join(tiers)}){notes}")
 
 
-@check("no_fatal",
-       help="no worker logged a fatal error",
-       needs="events")
+@check("no_fatal", needs="events")
 def no_fatal(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """No worker logged a fatal error."""
     if not e.no_fatal:
         return None
     name, expected = "no_fatal", 0
@@ -193,10 +188,9 @@ def _no_failure_observed(h: History, name: str, expected: int) -> CheckResult:
     return passed(name, expected, 0, f"no worker group failure in {len(h.agent_events)} torchrun agent event(s)")
 
 
-@check("log_regex",
-       help="a pattern is present or absent in the logs (one result per pattern)",
-       needs="logs")
+@check("log_regex", needs="logs")
 def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
+    """A pattern is present or absent in the logs (one result per pattern)."""
     out = []
     for rule in e.log_regex:
         name = f"log_regex:{rule.pattern}"
@@ -220,9 +214,8 @@ def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     return out
 
 
-@check("event_contract", always=True,
-       help="an event line with wrongly typed fields was left out (shown only when it fails)",
-       needs="events")
+@check("event_contract", always=True, needs="events",
+       help="an event line with wrongly typed fields was left out (shown only when it fails)")
 def event_contract(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
     """Always on, and only present when it fails: an event line whose known fields have the wrong type
     (docs/events.md) was left out of every other check; say so instead of judging without it."""

@@ -29,10 +29,9 @@ def stretches(steps: list[dict]) -> list[Stretch]:
     return out + ([cur] if cur.marks else [])
 
 
-@check("trains_after_settle",
-       help="N unbroken steps were trained after the last fault healed",
-       needs="events, a fault")
+@check("trains_after_settle", needs="events, a fault")
 def trains_after_settle(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """N unbroken steps were trained after the last fault healed."""
     n = e.trains_after_settle
     if n is None:
         return None

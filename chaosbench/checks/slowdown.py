@@ -39,10 +39,9 @@ def completions(h: History) -> list[float]:
     return sorted(first.values())
 
 
-@check("max_slowdown",
-       help="per fault: steps/s during it >= steps/s before it / N",
-       needs="events, a fault")
+@check("max_slowdown", needs="events, a fault")
 def max_slowdown(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult] | None:
+    """Per fault: steps/s during it >= steps/s before it / N."""
     if e.max_slowdown is None:
         return None
     faults = planned_faults(h, None)
