@@ -90,7 +90,7 @@ def test_user_script_runs_under_our_torchrun_and_the_node_watcher():
     spec = _spec(job_argv=["train.py", "--epochs", "2"], workdir="/home/me/proj", progress_regex="step (?P<step>\\d+)",
                  rendezvous="etcd-v3", rdzv_timeouts={"keep_alive_interval": 1})
     p = _plan(spec, workdir="/workspace")
-    assert unprepared(p.argv)[:5] == ["py", "-m", "chaosbench.observer.node_watch", "--progress", "step (?P<step>\\d+)"]
+    assert unprepared(p.argv)[:4] == ["py", "-m", "chaosbench.observer.node_watch", "--progress=step (?P<step>\\d+)"]
     launcher = p.argv[p.argv.index("--") + 1:]
     assert launcher[:3] == ["py", "-m", "torch.distributed.run"]
     assert "--nnodes=1:2" in launcher and "--rdzv-backend=etcd-v3" in launcher

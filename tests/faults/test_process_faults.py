@@ -117,7 +117,7 @@ def scenario_problems(tmp_path, monkeypatch, fault: str) -> tuple[Path, list[str
 
 def test_a_scenario_with_a_bad_fraction_names_file_line_and_bound(tmp_path, monkeypatch):
     path, (p,) = scenario_problems(tmp_path, monkeypatch, "throttle_node: {node: node-1, cpu_fraction: 1.5}")
-    assert f"{path}:5: faults[0].throttle_node.cpu_fraction" in p and "less than or equal to 1" in p
+    assert f"{path}:5: faults[0].throttle_node.cpu_fraction" in p and "give at most 1.0" in p
 
 
 def test_preempt_node_takes_no_duration(tmp_path, monkeypatch):
