@@ -17,9 +17,9 @@ from chaosbench.checks.history import History
 from chaosbench.checks.lineage import Lineage, Round, lineage
 from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
+from chaosbench.scenario.check_names import INVARIANTS as NAMES   # the names expect.relax may give
 from chaosbench.scenario.model import Expect
 
-NAMES = ("progress", "liveness", "completeness", "numerics", "consistency", "evidence")
 TOL_S = 2.0          # clocks of different hosts (the skew the harness corrects beyond: observer/received.py)
 STALL_K = 50         # the stall bound: STALL_K x the median time between world steps ...
 STALL_FLOOR_S = 20.0  # ... but never under this (docs/result.md says why these)

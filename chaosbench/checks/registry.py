@@ -1,12 +1,16 @@
 """Check catalogue: each check registers the `expect:` keys that ask for it, the way faults register.
 
-The scenario model (which names `expect.optional` may list), the loader (does a scenario ask for
-anything?), the runner (how many checks are pending) and `evaluate` all read this one list.
+The runner (how many checks are pending), `evaluate` and `chaosbench list` read this one list. The
+names and keys themselves are the scenario language's (chaosbench/scenario/check_names.py), which the
+scenario model and loader validate against without importing the checks; a check registered under a
+name or keys that table does not hold, or a name there no check implements, is refused here.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from chaosbench.scenario.check_names import ALWAYS, OPTIONAL, asks
 
 _REGISTRY: dict[str, "CheckDef"] = {}
 
@@ -26,8 +30,14 @@ def check(name: str, *asked_by: str, always: bool = False, last: bool = False, h
     """Register a check function under `name`; without keys, the `expect:` key of the same name asks for it.
     `help` (default: the function docstring's first line) and `needs` are what `chaosbench list` shows."""
     def deco(fn):
+        keys = asked_by or ((name,) if not always else ())
+        table = ALWAYS if always else OPTIONAL
+        if table.get(name) != keys:
+            raise ValueError(f"check '{name}' ({'always' if always else 'asked by ' + ', '.join(keys)}) is not in "
+                             f"chaosbench/scenario/check_names.py {'ALWAYS' if always else 'OPTIONAL'}: add it there "
+                             "with the same keys, or the scenario loader will not know it")
         summary = help or ((fn.__doc__ or "").strip().splitlines() or [""])[0]
-        _REGISTRY[name] = CheckDef(name, asked_by or ((name,) if not always else ()), always, last, fn, summary, needs)
+        _REGISTRY[name] = CheckDef(name, keys, always, last, fn, summary, needs)
         return fn
     return deco
 
@@ -38,6 +48,10 @@ def _load() -> dict[str, CheckDef]:
     from chaosbench.checks import eviction, replicas, grace, settle  # noqa: F401,I001
     from chaosbench.checks import invariants  # noqa: F401,I001
     from chaosbench.checks import integrity  # noqa: F401,I001
+    unimplemented = (OPTIONAL.keys() | ALWAYS.keys()) - _REGISTRY.keys()
+    if unimplemented:
+        raise ValueError(f"chaosbench/scenario/check_names.py names checks no module registers: "
+                         f"{', '.join(sorted(unimplemented))}; register them or drop them there")
     return _REGISTRY
 
 
@@ -46,21 +60,9 @@ def all_checks() -> list[CheckDef]:
     return sorted(_load().values(), key=lambda d: (d.always, d.last))
 
 
-def optional_names() -> list[str]:
-    """The checks a scenario may allow to go unevaluated (`expect.optional`): those it asks for."""
-    return [d.name for d in all_checks() if not d.always]
-
-
-def _asks(e, key: str) -> bool:
-    """A key asks when it is set: not None, not False, not its default (log_regex's empty list); 0 asks."""
-    value = getattr(e, key)
-    default = type(e).model_fields[key].get_default(call_default_factory=True)
-    return value is not None and value is not False and value != default
-
-
 def requested(e) -> list[CheckDef]:
     """The checks these expectations (a scenario's `expect`) ask for by one of their keys."""
-    return [d for d in all_checks() if any(_asks(e, k) for k in d.asked_by)]
+    return [d for d in all_checks() if any(asks(e, k) for k in d.asked_by)]
 
 
 def pending_count(e) -> int:

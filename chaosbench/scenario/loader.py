@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from chaosbench.cluster.launch import NODE_ENV_NAMES, REF
 from chaosbench.scenario import numbers, rules, yamlfile
+from chaosbench.scenario.check_names import asks_for_any
 from chaosbench.scenario.model import Scenario
 
 
@@ -173,7 +174,7 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
                                                      f"valid: 0-{c.procs_per_node - 1}")
     _cooperative_checks(s, add)
     rules.check(s, add)
-    if not _has_checks(e):
+    if not asks_for_any(e):
         add(("expect",), "no check to evaluate: a scenario without expectations proves nothing; give at "
                          "least one, e.g. `expect: {reaches_step: 50}` (docs/scenarios.md lists them)")
     for field in ("args", "command"):   # a misspelt $CHAOSBENCH_ name would reach the job as written
@@ -211,12 +212,6 @@ def _cooperative_checks(s: Scenario, add) -> None:
                                        f"false says this job makes no such call, so it would never fire; add "
                                        f"`cb.step(step)` to the training loop and drop instrumented: false, or use "
                                        f"kill_worker / freeze_worker, which act from outside")
-
-
-def _has_checks(e) -> bool:
-    """True when the expectations ask for at least one check (a flag asks only when true)."""
-    from chaosbench.checks.registry import requested
-    return bool(requested(e))
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from chaosbench.cluster.launch import keep_alive_problem
 from chaosbench.reference_trainer import DEFAULT_CONFIG
 from chaosbench.scenario import names, numbers
+from chaosbench.scenario.check_names import INVARIANTS, OPTIONAL
 
 Tier = Literal["memory", "nvme", "s3"]
 Backend = Literal["auto", "docker", "local", "slurm"]
@@ -410,10 +411,9 @@ class Expect(Strict):
     @field_validator("relax")
     @classmethod
     def _known_invariants(cls, v: dict[str, str]):
-        from chaosbench.checks.invariants import NAMES   # the checks import this model
         for name, why in v.items():
-            if name not in NAMES:
-                raise ValueError(f"unknown invariant '{name}' in relax; valid invariants: {', '.join(NAMES)}")
+            if name not in INVARIANTS:
+                raise ValueError(f"unknown invariant '{name}' in relax; valid invariants: {', '.join(INVARIANTS)}")
             if not str(why).strip():
                 raise ValueError(f"relax.{name} needs a reason: say why this story does not hold it")
         return v
@@ -432,11 +432,9 @@ class Expect(Strict):
     @field_validator("optional")
     @classmethod
     def _known_checks(cls, v: list[str]):
-        from chaosbench.checks.registry import optional_names   # the checks import this model
-        names = optional_names()
         for name in v:
-            if name not in names:
-                raise ValueError(f"unknown check '{name}'; valid checks: {', '.join(names)}")
+            if name not in OPTIONAL:
+                raise ValueError(f"unknown check '{name}'; valid checks: {', '.join(OPTIONAL)}")
         return v
 
 
