@@ -162,7 +162,9 @@ def test_an_added_upward_import_fails_however_it_is_written(tmp_path, source):
     (root / "runner.py").write_text("from chaosbench import result\n")
     (root / "checks" / "base.py").write_text("from ..result import x\n")        # relative, downward: fine
     layers = [("formats", ["result"]), ("checks", ["checks"]), ("views", ["report"]), ("run", ["runner"])]
-    found = problems(import_graph(root), layers, packages_of(root))
+    graph = import_graph(root)
+    assert set(graph["checks"]) == {"result"} and set(graph["runner"]) == {"result"}   # each form is resolved
+    found = problems(graph, layers, packages_of(root))
     assert len(found) == 1 and found[0].startswith("upward import result (formats) -> report (views) at "
                                                    "chaosbench/result.py:")
 
