@@ -174,3 +174,16 @@ def test_the_documented_layers_are_the_ones_the_doc_shows():
     assert layers[0][1][:3] == ["jsonl", "rundir", "result"] and layers[-1][1] == ["cli", "pytest_plugin"]
     placed = [p for _, pkgs in layers for p in pkgs]
     assert len(placed) == len(set(placed)), "a package placed in two layers"
+
+
+def test_the_scenario_table_of_checks_and_the_registry_agree():
+    """The scenario validates check names without importing the checks (scenario/check_names.py); the
+    registry refuses a check that table does not hold, so the two cannot drift apart."""
+    from chaosbench.checks.registry import _REGISTRY, all_checks, check
+    from chaosbench.scenario.check_names import ALWAYS, OPTIONAL
+    assert {d.name: d.asked_by for d in all_checks()} == {**OPTIONAL, **ALWAYS}
+    assert [d.name for d in all_checks() if not d.always] == list(OPTIONAL)   # the order `valid checks:` lists
+    for args, kw in ((("no_such_check",), {}), (("reaches_step", "other_key"), {}), (("fault",), {})):
+        with pytest.raises(ValueError, match="scenario/check_names.py"):
+            check(*args, **kw)(lambda h, e, r: None)
+    assert "no_such_check" not in _REGISTRY
