@@ -126,7 +126,7 @@ def pytest_runtest_setup(item):
     if item.get_closest_marker("docker") is None or \
             os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
         return
-    from chaosbench.cluster.docker_cli import docker_unusable
+    from chaosbench.cluster.docker.cli import docker_unusable
     why = docker_unusable()
     if why is not None:
         pytest.fail(f"CI is set and this test needs docker: {why}", pytrace=False)
