@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -132,3 +132,20 @@ class Fault:
     def _log(self, action: str, started: float) -> float:
         return self.ctx.log.record(self.id, self.name, action, self.target,
                                    {**self.p.model_dump(), **self.recorded(action)}, started)
+
+
+def start_stop(name: str, help: str, params: type[FaultParams], target: Callable[[Fault], str],
+               inject: str, heal: str) -> type[Fault]:
+    """A fault that is one cluster primitive in and one out, both called with its target alone (as
+    Jepsen's node start/stopper): `inject` and `heal` name the two primitives, which are also all it
+    needs; `target` picks what they act on from the fault (its params, the run's seed)."""
+    def _inject(self):
+        self.target = target(self)
+        getattr(self.cluster, inject)(self.target)
+
+    def _heal(self):
+        getattr(self.cluster, heal)(self.target)
+
+    cls_name = "".join(w.title() for w in name.split("_"))
+    return type(cls_name, (Fault,), {"name": name, "help": help, "Params": params, "needs": (inject, heal),
+                                     "_inject": _inject, "_heal": _heal, "__module__": target.__module__})

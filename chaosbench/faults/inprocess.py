@@ -35,8 +35,9 @@ class InProcessFault(Fault):
     needs = ("send_job_command",)
 
     def action(self) -> dict:
-        """The command's `params`: what the instrument needs to act."""
-        raise NotImplementedError
+        """The command's `params`: what the instrument needs to act, by default the fault's own
+        parameters (all but rank and step, which the command carries beside them)."""
+        return self.p.model_dump(exclude=set(InProcessParams.model_fields))
 
     def world_size(self) -> int:
         spec = self.cluster.spec
@@ -58,9 +59,6 @@ class WorkerError(InProcessFault):
     class Params(InProcessParams):
         kind: Literal["cuda", "nccl", "exception"]
 
-    def action(self):
-        return {"kind": self.p.kind}
-
 
 @register
 class GilHang(InProcessFault):
@@ -70,9 +68,6 @@ class GilHang(InProcessFault):
 
     class Params(InProcessParams):
         hold_s: float | None = Field(None, gt=0)   # None: until the process is killed
-
-    def action(self):
-        return {"hold_s": self.p.hold_s}
 
 
 @register
@@ -86,7 +81,7 @@ class CorruptReplica(InProcessFault):
         bits: int = Field(1, ge=1, le=16)   # distinct bits of one element: a bf16/fp16 one has 16
 
     def action(self):
-        return {"target": self.p.target, "bits": self.p.bits, "seed": self.ctx.rng.randrange(2 ** 31)}
+        return {**super().action(), "seed": self.ctx.rng.randrange(2 ** 31)}
 
 
 def is_cooperative(kind: str) -> bool:

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from chaosbench.faults.base import Fault, FaultParams, NodeParams
+from chaosbench.faults.base import Fault, FaultParams, NodeParams, start_stop
 from chaosbench.faults.disks import WRITEBACK
 from chaosbench.faults.registry import register
 
@@ -123,34 +123,14 @@ class PreemptNode(Fault):
         self.cluster.preempt_node(self.target, self.p.grace_s)
 
 
-@register
-class StopNode(Fault):
-    name = "stop_node"
-    help = "stop a node gracefully (SIGTERM); healed by starting it again"
-    Params = NodeParams
-    needs = ("stop_node", "start_node")
-
-    def _inject(self):
-        self.target = self.pick_node(self.p.node)
-        self.cluster.stop_node(self.target)
-
-    def _heal(self):
-        self.cluster.start_node(self.target)
+def _node(fault: Fault) -> str:
+    return fault.pick_node(fault.p.node)
 
 
-@register
-class PauseNode(Fault):
-    name = "pause_node"
-    help = "freeze a node (SIGSTOP / docker pause): a silent hang, healed by unfreezing"
-    Params = NodeParams
-    needs = ("pause_node", "unpause_node")
-
-    def _inject(self):
-        self.target = self.pick_node(self.p.node)
-        self.cluster.pause_node(self.target)
-
-    def _heal(self):
-        self.cluster.unpause_node(self.target)
+StopNode = register(start_stop("stop_node", "stop a node gracefully (SIGTERM); healed by starting it again",
+                               NodeParams, _node, inject="stop_node", heal="start_node"))
+PauseNode = register(start_stop("pause_node", "freeze a node (SIGSTOP / docker pause): a silent hang, healed by "
+                                "unfreezing", NodeParams, _node, inject="pause_node", heal="unpause_node"))
 
 
 @register

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import field_validator
 
-from chaosbench.faults.base import Fault, FaultParams
+from chaosbench.faults.base import Fault, FaultParams, start_stop
 from chaosbench.faults.registry import register
 
 
@@ -13,34 +13,15 @@ class ServiceParams(FaultParams):
     service: Literal["etcd", "s3"]
 
 
-@register
-class KillService(Fault):
-    name = "kill_service"
-    help = "kill etcd or the S3 endpoint; healed by starting it again"
-    Params = ServiceParams
-    needs = ("kill_service", "start_service")
-
-    def _inject(self):
-        self.target = self.p.service
-        self.cluster.kill_service(self.p.service)
-
-    def _heal(self):
-        self.cluster.start_service(self.p.service)
+def _service(fault: Fault) -> str:
+    return fault.p.service
 
 
-@register
-class PauseService(Fault):
-    name = "pause_service"
-    help = "freeze etcd or the S3 endpoint (requests hang); healed by unfreezing"
-    Params = ServiceParams
-    needs = ("pause_service", "unpause_service")
-
-    def _inject(self):
-        self.target = self.p.service
-        self.cluster.pause_service(self.p.service)
-
-    def _heal(self):
-        self.cluster.unpause_service(self.p.service)
+KillService = register(start_stop("kill_service", "kill etcd or the S3 endpoint; healed by starting it again",
+                                  ServiceParams, _service, inject="kill_service", heal="start_service"))
+PauseService = register(start_stop("pause_service", "freeze etcd or the S3 endpoint (requests hang); healed by "
+                                   "unfreezing", ServiceParams, _service, inject="pause_service",
+                                   heal="unpause_service"))
 
 
 @register

@@ -47,20 +47,19 @@ def _check_proxy_fields(body: dict, where: str = "") -> None:
         raise _bad(f"enabled{where} must be true or false")
 
 
+def _collection(path: str, name: str) -> list[tuple[str, str, str]]:
+    """A Toxiproxy collection's five routes: list and create at `path`, show, update, delete one below it."""
+    item = path + r"/([^/]+)"
+    return [("GET", path, f"{name}_index"), ("POST", path, f"{name}_create"), ("GET", item, f"{name}_show"),
+            ("POST|PATCH", item, f"{name}_update"), ("DELETE", item, f"{name}_delete")]
+
+
 ROUTES = [
     ("GET", r"/version", "version"),
     ("POST", r"/reset", "reset"),
     ("POST", r"/populate", "populate"),
-    ("GET", r"/proxies", "proxy_index"),
-    ("POST", r"/proxies", "proxy_create"),
-    ("GET", r"/proxies/([^/]+)", "proxy_show"),
-    ("POST|PATCH", r"/proxies/([^/]+)", "proxy_update"),
-    ("DELETE", r"/proxies/([^/]+)", "proxy_delete"),
-    ("GET", r"/proxies/([^/]+)/toxics", "toxic_index"),
-    ("POST", r"/proxies/([^/]+)/toxics", "toxic_create"),
-    ("GET", r"/proxies/([^/]+)/toxics/([^/]+)", "toxic_show"),
-    ("POST|PATCH", r"/proxies/([^/]+)/toxics/([^/]+)", "toxic_update"),
-    ("DELETE", r"/proxies/([^/]+)/toxics/([^/]+)", "toxic_delete"),
+    *_collection(r"/proxies", "proxy"),
+    *_collection(r"/proxies/([^/]+)/toxics", "toxic"),
 ]
 _COMPILED = [(m.split("|"), re.compile(p + "/?"), h) for m, p, h in ROUTES]
 

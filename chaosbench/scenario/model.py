@@ -10,7 +10,7 @@ import difflib
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from chaosbench.cluster.launch import keep_alive_problem
 from chaosbench.reference_trainer import DEFAULT_CONFIG
@@ -155,6 +155,21 @@ class ProgressCfg(Strict):
         return _tame(v)
 
 
+# The trainer fields that reach the nodes as one argv word or a docker mount spec: what each must be
+# (so that it can never be read as an option or change the mount) and the fix a refusal names.
+_TRAINER_WORDS = {
+    "image": (lambda v: not names.bad(names.DOCKER_IMAGE, v),   # an argv word of docker run
+              "is not a docker image reference: give name[:tag] (e.g. me/train:1), starting with a letter or digit"),
+    "module": (lambda v: not names.bad(names.PY_MODULE, v),     # follows torchrun's -m
+               "is not a python module name: give dotted identifiers (e.g. my_pkg.train)"),
+    "script": (lambda v: not (v.startswith("-") or "\n" in v or "\0" in v),   # torchrun reads '-...' as an option
+               "must be a file path relative to trainer.workdir (e.g. train.py), not starting with '-'"),
+    "workdir": (lambda v: not any(c in v for c in ":,\n\0"),   # docker mounts it as 'host:container:ro'
+                "contains ':', ',' or a control character, which a docker volume cannot mount: rename the "
+                "directory or use a symlink without them"),
+}
+
+
 class TrainerCfg(Strict):
     """The reference trainer (`config` + `overrides`), the user's own job launched under the harness's
     torchrun (`workdir` + `script`|`module` + `args`), or a raw per-node `command`."""
@@ -172,37 +187,12 @@ class TrainerCfg(Strict):
     # (worker_error, gil_hang, corrupt_replica) are refused at load, since nothing would carry them out
     instrumented: bool | None = None
 
-    @field_validator("image")
+    @field_validator(*_TRAINER_WORDS)
     @classmethod
-    def _image_ref(cls, v: str | None):
-        if v is not None and names.bad(names.DOCKER_IMAGE, v):   # an argv word of docker run: never an option
-            raise ValueError(f"trainer.image {v!r} is not a docker image reference: give name[:tag] "
-                             f"(e.g. me/train:1), starting with a letter or digit")
-        return v
-
-    @field_validator("module")
-    @classmethod
-    def _module_name(cls, v: str | None):
-        if v is not None and names.bad(names.PY_MODULE, v):    # follows torchrun's -m: never an option
-            raise ValueError(f"trainer.module {v!r} is not a python module name: give dotted identifiers "
-                             f"(e.g. my_pkg.train)")
-        return v
-
-    @field_validator("script")
-    @classmethod
-    def _script_path(cls, v: str | None):
-        if v is not None and (v.startswith("-") or "\n" in v or "\0" in v):   # torchrun would read it as an option
-            raise ValueError(f"trainer.script {v!r} must be a file path relative to trainer.workdir "
-                             f"(e.g. train.py), not starting with '-'")
-        return v
-
-    @field_validator("workdir")
-    @classmethod
-    def _workdir_path(cls, v: str | None):
-        # docker mounts it as 'host:container:ro': a ':' or ',' would change the mount
-        if v is not None and any(c in v for c in ":,\n\0"):
-            raise ValueError(f"trainer.workdir {v!r} contains ':', ',' or a control character, which a docker "
-                             f"volume cannot mount: rename the directory or use a symlink without them")
+    def _trainer_word(cls, v: str | None, info: ValidationInfo):
+        ok, fix = _TRAINER_WORDS[info.field_name]
+        if v is not None and not ok(v):
+            raise ValueError(f"trainer.{info.field_name} {v!r} {fix}")
         return v
 
     @field_validator("overrides")
