@@ -135,16 +135,17 @@ class Fault:
 
 
 def start_stop(name: str, help: str, params: type[FaultParams], target: Callable[[Fault], str],
-               inject: str, heal: str) -> type[Fault]:
-    """A fault that is one cluster primitive in and one out, both called with its target alone (as
+               inject: str, heal: str, args: Callable[[Fault], tuple] = lambda fault: ()) -> type[Fault]:
+    """A fault that is one cluster primitive in and one out, both called with the same arguments (as
     Jepsen's node start/stopper): `inject` and `heal` name the two primitives, which are also all it
-    needs; `target` picks what they act on from the fault (its params, the run's seed)."""
+    needs; `target` picks what they act on from the fault (its params, the run's seed), and `args`
+    adds what else both take (a worker's local rank)."""
     def _inject(self):
         self.target = target(self)
-        getattr(self.cluster, inject)(self.target)
+        getattr(self.cluster, inject)(self.target, *args(self))
 
     def _heal(self):
-        getattr(self.cluster, heal)(self.target)
+        getattr(self.cluster, heal)(self.target, *args(self))
 
     cls_name = "".join(w.title() for w in name.split("_"))
     return type(cls_name, (Fault,), {"name": name, "help": help, "Params": params, "needs": (inject, heal),

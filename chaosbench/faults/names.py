@@ -23,7 +23,6 @@ class DnsFault(Fault):
     name = "dns_fault"
     help = ("a name fails to resolve on one node: nxdomain (NXDOMAIN for it alone), wrong_address "
             "(a hosts entry to a black-holed 192.0.2.1), slow (its answer arrives delay_s late)")
-    needs = ("break_name", "restore_names")
     default_duration_s = 30.0
 
     class Params(FaultParams):

@@ -56,6 +56,10 @@ class KillNode(Fault):
         self.cluster.start_node(self.target)
 
 
+def _node(fault: Fault) -> str:
+    return fault.pick_node(fault.p.node)
+
+
 class WorkerParams(NodeParams):
     local_rank: int = Field(0, ge=0)   # which worker of the node (its LOCAL_RANK)
 
@@ -73,20 +77,10 @@ class KillWorker(Fault):
         self.cluster.kill_worker(self.target, self.p.local_rank)
 
 
-@register
-class FreezeWorker(Fault):
-    name = "freeze_worker"
-    help = ("hang one worker process (SIGSTOP, not its agent): the agent keeps heartbeating and the peers "
-            "block in their next collective; healed by SIGCONT")
-    needs = ("freeze_worker", "thaw_worker")
-    Params = WorkerParams
-
-    def _inject(self):
-        self.target = self.pick_node(self.p.node)
-        self.cluster.freeze_worker(self.target, self.p.local_rank)
-
-    def _heal(self):
-        self.cluster.thaw_worker(self.target, self.p.local_rank)
+FreezeWorker = register(start_stop(
+    "freeze_worker", "hang one worker process (SIGSTOP, not its agent): the agent keeps heartbeating and the peers "
+    "block in their next collective; healed by SIGCONT", WorkerParams, _node, inject="freeze_worker",
+    heal="thaw_worker", args=lambda fault: (fault.p.local_rank,)))
 
 
 @register
@@ -121,10 +115,6 @@ class PreemptNode(Fault):
     def _inject(self):
         self.target = self.pick_node(self.p.node)
         self.cluster.preempt_node(self.target, self.p.grace_s)
-
-
-def _node(fault: Fault) -> str:
-    return fault.pick_node(fault.p.node)
 
 
 StopNode = register(start_stop("stop_node", "stop a node gracefully (SIGTERM); healed by starting it again",

@@ -27,6 +27,9 @@ def check(rec: RunRecord) -> list[Finding]:
         if in_window:
             continue
         last = max((e for e in saves if e["ts"] < t0 and e.get("node") == target), key=lambda e: e["ts"], default=None)
+        unsaved = Evidence(text=f"{f.get('type')} on {target} at {t0:.1f}; no checkpoint_saved from {target} until "
+                                f"{end:.1f}" + (f"; its last save was step {last.get('step')}" if last else ""),
+                           source="faults.jsonl, events/", ts=t0)
         out.append(Finding(
             rule="no_save_on_preemption",
             title=f"{target} was preempted by {f.get('id')} ({f.get('type')}: SIGTERM, then a grace window) and saved "
@@ -34,8 +37,6 @@ def check(rec: RunRecord) -> list[Finding]:
             fix="handle SIGTERM in the job: set a flag in the handler and save a checkpoint at the next step "
                 "boundary, before the grace window ends (torchrun forwards SIGTERM to the workers)",
             effect="a preemption loses no steps",
-            evidence=[Evidence(text=f"{f.get('type')} on {target} at {t0:.1f}; no checkpoint_saved from {target} until "
-                                    f"{end:.1f}" + (f"; its last save was step {last.get('step')}" if last else ""),
-                               source="faults.jsonl, events/", ts=t0)],
+            evidence=[unsaved],
             severity="warning"))
     return out
