@@ -23,6 +23,9 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from chaosbench.doctor.cli import CONTEXT as DOCTOR_CONTEXT
+from chaosbench.doctor.cli import doctor
+from chaosbench.export.cli import app as export_app
 from chaosbench.forecast.cli import forecast
 from chaosbench.scenario import ScenarioError, find_scenarios, load_scenario
 
@@ -360,28 +363,9 @@ def recheck(run_dirs: List[Path] = typer.Argument(..., help="reports/<run-id> di
                                   echo=lambda s: out.print(s, markup=False, highlight=False, soft_wrap=True)))
 
 
-_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
-
-
-@app.command(context_settings=_PASSTHROUGH)
-def doctor(ctx: typer.Context):
-    """Preflight checks of a training setup (--env | --scenario FILE) or diagnose a run (--run DIR); --help for all options."""
-    from chaosbench.doctor import main as doctor_main
-    raise typer.Exit(doctor_main(ctx.args))
-
-
+app.command("doctor", context_settings=DOCTOR_CONTEXT)(doctor)
 app.command("forecast")(forecast)
-
-
-export_app = typer.Typer(help="Export a scenario's cluster for other platforms.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
-
-
-@export_app.command("k8s", context_settings=_PASSTHROUGH)
-def export_k8s(ctx: typer.Context):
-    """Kubernetes manifests (headless Service, Indexed Job, etcd, proxy) for SCENARIO; --help for all options."""
-    from chaosbench.export import main as export_main
-    raise typer.Exit(export_main(["k8s", *ctx.args]))
 
 
 @images_app.command("build", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})

@@ -1,11 +1,18 @@
 """`chaosbench doctor`: preflight checks for a distributed training setup, and stuck-run diagnosis."""
-from .diagnose import Diagnosis, diagnose_run, is_stuck
-from .preflight import run_preflight
-from .result import CheckResult, Status
-from .target import DoctorInputError, Target, from_env, from_scenario
+import importlib
 
-__all__ = ["CheckResult", "Status", "Target", "DoctorInputError", "from_env", "from_scenario", "run_preflight",
-           "Diagnosis", "diagnose_run", "is_stuck", "main"]
+# Loaded on first use: `chaosbench` imports doctor.cli at every start, and the checks' imports are not free.
+_HOME = {"Diagnosis": "diagnose", "diagnose_run": "diagnose", "is_stuck": "diagnose", "run_preflight": "preflight",
+         "CheckResult": "result", "Status": "result", "DoctorInputError": "target", "Target": "target",
+         "from_env": "target", "from_scenario": "target"}
+
+__all__ = [*_HOME, "main"]
+
+
+def __getattr__(name):
+    if name in _HOME:
+        return getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv=None) -> int:

@@ -119,6 +119,11 @@ def test_cli_writes_files_and_rejects_bad_input(tmp_path):
                        timeout=60, cwd=REPO, env=env)
     assert p.returncode == 2
     assert f"{bad}: cluster.rendezvous 'zookeeper' invalid; choose c10d, c10d-links, etcd-v3 or etcd" in p.stderr
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    p = subprocess.run([sys.executable, "-m", "chaosbench.export", "k8s", "scenarios/node_loss.yaml", "-o",
+                        str(blocker / "k8s")], capture_output=True, text=True, timeout=60, cwd=REPO, env=env)
+    assert p.returncode == 2 and f"--output {blocker / 'k8s'}: cannot write there" in p.stderr, p.stderr
 
 
 def test_missing_trainer_config_names_file(tmp_path):
