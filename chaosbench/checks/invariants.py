@@ -56,6 +56,10 @@ def explain(h: History, e: Expect, lin: Lineage) -> dict[int, Cause | None]:
                 tokens.remove(pending[0])
         elif active:
             out[r.index] = Cause(f"{active[0].id} ({active[0].fault}) still in place", active[0].injected_at, active[0].id)
+        elif joined := _joined(lin.rounds[r.index - 1], r):
+            # elastic scale-up: a node that came late (a slow start, a replacement) re-forms the group
+            # around every earlier member; torchrun restarts the workers to admit it
+            out[r.index] = Cause(f"{', '.join(joined)} joined the job (an elastic scale-up)", r.start)
         elif e.ends is not None:
             out[r.index] = Cause(f"the expected ending ({e.ends})")
         else:
@@ -63,6 +67,12 @@ def explain(h: History, e: Expect, lin: Lineage) -> dict[int, Cause | None]:
         if r.world:
             prev_trained = r
     return out
+
+
+def _joined(before: Round, r: Round) -> list[str]:
+    """The nodes a round adds when it keeps every node of the round before it (else [])."""
+    was, now = {m.node for m in before.members}, {m.node for m in r.members}
+    return sorted(now - was) if was < now else []
 
 
 def _who(r: Round) -> str:
