@@ -40,7 +40,7 @@ KNOWN_FLAKY = {
     "scenarios/preemption.yaml::preemption":
         "add_node fires when the survivors' restart round trains (restart_count 1); with warm start that round "
         "can train within the preempted node's 10-s grace, while node-2 still runs, and add_node refuses "
-        "('3 nodes running = max_nodes=3'): seen 2 of 4 fresh runs on 2026-11-28 (one on a loaded machine, one "
+        "('3 nodes running = max_nodes=3'): seen in 2 of 3 runs on 2026-11-28 (one on a loaded machine, one "
         "alone), passed in the others and in every CI before. Fix to make: add_node waits for a preempted node "
         "to go (up to its grace) before it counts the running nodes",
     "scenarios/oom_worker.yaml::oom_worker":
