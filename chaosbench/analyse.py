@@ -91,14 +91,6 @@ def lineage_of(h: History, say: Say) -> dict | None:
         return None
 
 
-def report_links(h: History, links: list[str]) -> None:
-    """A symlink inside a run directory is a part the record cannot vouch for (a downloaded artifact can
-    point it anywhere): an integrity problem of the record, so `record_integrity` fails naming it."""
-    from chaosbench.checks.record import IntegrityProblem
-    h.integrity += [IntegrityProblem(part, "a symlink: not the run's own file; the report does not read it",
-                                     rundir.FIX) for part in links]
-
-
 def analyse(run_dir: str | Path, expect: Expect, base: Callable[[History], RunResult], *, say: Say,
             record_stop: bool = False, write: bool = True) -> Analysis:
     """Judge the run recorded in run_dir and write its files. `base(history)` gives the result to fill
@@ -106,9 +98,7 @@ def analyse(run_dir: str | Path, expect: Expect, base: Callable[[History], RunRe
     into harness.json (a recheck leaves the harness record as the run left it); `write=False` writes
     nothing (`chaosbench recheck --dry-run`)."""
     run_dir = Path(run_dir)
-    links = [x for x in rundir.links(run_dir) if x not in OUTPUTS and not x.endswith(".tmp")]
-    h = History.load(run_dir)
-    report_links(h, links)
+    h = History.load(run_dir, outputs=OUTPUTS)
     rec = RunRecord.of(run_dir, h, result={})
     try:
         cause = root_cause(rec)
@@ -125,7 +115,7 @@ def analyse(run_dir: str | Path, expect: Expect, base: Callable[[History], RunRe
         "checks": checks, "recoveries": recs, "faults": list(faults.values()),
         "verdict": verdict_of(checks, first.error), "stop_reason": h.harness.get("stop_reason", first.stop_reason),
         "checkpoints": checkpoint_stats(h), "timeline": timeline(h), "goodput": goodput(h),
-        "lineage": lineage_of(h, say), "clock_skew": shown_skew(h), "links": links})
+        "lineage": lineage_of(h, say), "clock_skew": shown_skew(h), "links": h.links})
     rec.result = result.model_dump(mode="json")
     diagnosis = diagnose_record(rec, cause)
     if write:

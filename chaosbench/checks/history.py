@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from chaosbench import rundir
 from chaosbench.checks import record
 from chaosbench.checks.record import IntegrityProblem
 from chaosbench.jsonl import read_numbered
@@ -59,14 +60,21 @@ class History:
     skew: SkewState = field(default_factory=SkewState)
     run_id: str | None = None
     source: Path | None = None   # the run directory it was loaded from; None: built in memory (tests)
-    origin: dict[int, str] = field(default_factory=dict, repr=False)   # id(event) -> "events file:line"
+    origin: dict[int, str] = field(default_factory=dict, repr=False)
+    links: list[str] = field(default_factory=list)   # symlinks found in the run directory (never read)   # id(event) -> "events file:line"
 
     # -- loading -----------------------------------------------------------------------------
     @classmethod
-    def load(cls, run_dir: Path) -> "History":
-        """The record of a run directory, every problem with it in `integrity` (checks/record.py)."""
+    def load(cls, run_dir: Path, outputs: frozenset[str] | set[str] = frozenset()) -> "History":
+        """The record of a run directory, every problem with it in `integrity` (checks/record.py).
+        `outputs`: the files the analyse step writes over (a link there is replaced, not read)."""
         run_dir = Path(run_dir)
         h = cls(source=run_dir)
+        # a symlink is a part the record cannot vouch for (a downloaded artifact can point it anywhere):
+        # record_integrity fails naming it, and nothing below reads through it (rundir.py)
+        h.links = [part for part in rundir.links(run_dir) if part not in outputs and not part.endswith(".tmp")]
+        h.integrity += [IntegrityProblem(part, "a symlink: not the run's own file; not read", rundir.FIX)
+                        for part in h.links]
         h.harness = record.load_harness(run_dir, h.integrity)
         h.schema_version = record.schema_version(h.harness)
         h.scenario = record.load_scenario(run_dir, h.integrity)
@@ -84,21 +92,23 @@ class History:
             h.integrity.append(record.IntegrityProblem("exits.json", "not a JSON object", "rerun; exits.json maps "
                                                        "each node to its exits"))
             h.exits = {}
-        inv = _json(run_dir / "checkpoints.json")
+        # a link planted in the run directory fails record_integrity and is never read (rundir.py)
+        inv = record.load_json(run_dir, "checkpoints.json", None, "")
         h.inventory = inv if isinstance(inv, dict) else None
-        for p in sorted((run_dir / "inventories").glob("*.json")) if (run_dir / "inventories").is_dir() else []:
-            got = _json(p)
+        for name in rundir.files(run_dir, "inventories", ".json"):
+            got = record.load_json(run_dir, f"inventories/{name}", None, "")
             if isinstance(got, dict):
-                h.inventories[str(got.get("fault_id", p.stem))] = got
-        if (run_dir / "logs").is_dir():
-            h.logs = {p.name: p.read_text(errors="replace") for p in sorted((run_dir / "logs").rglob("*"))
-                      if p.is_file()}
+                h.inventories[str(got.get("fault_id", Path(name).stem))] = got
+        if (run_dir / "logs").is_dir() and rundir.is_link_free(run_dir, "logs"):
+            h.logs = {p.name: text for p in sorted((run_dir / "logs").rglob("*"))
+                      if (text := rundir.read_text(run_dir, p.relative_to(run_dir))) is not None}
         h._judge_events(result)
         return h
 
     def _load_events(self, run_dir: Path, required: bool) -> None:
         events_dir, garbled, origin = run_dir / "events", [], {}
-        if not events_dir.is_dir() or not any(events_dir.glob("events-*.jsonl")):
+        if not rundir.is_link_free(run_dir, "events") or not any(
+                not p.is_symlink() for p in events_dir.glob("events-*.jsonl")):
             if required:
                 self.integrity.append(record.IntegrityProblem(
                     "events/", "missing" if not events_dir.is_dir() else "no events-*.jsonl file",
@@ -110,7 +120,7 @@ class History:
         record.garbled("events", self.integrity, garbled)
         self.origin = origin
         measured = None
-        if (run_dir / RECEIPTS).is_file():   # order and time events by what the harness saw (clock skew)
+        if (run_dir / RECEIPTS).is_file() and rundir.is_link_free(run_dir, RECEIPTS):   # order and time events by what the harness saw (clock skew)
             measured = self.clock_skew = correct(self.events, events_dir, run_dir / RECEIPTS)
         elif self.schema_version >= 1 and required and self.events:
             self.integrity.append(record.IntegrityProblem(
@@ -301,10 +311,3 @@ def fault_windows(lines: list[dict]) -> list[FaultWindow]:
         elif rec.get("action") == "heal" and fid in windows:
             windows[fid].healed_at = rec["ts"]
     return sorted(windows.values(), key=lambda w: w.injected_at)
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from chaosbench import rundir
+
 SCHEMA_VERSION = 1   # harness.json's: 1 = schema_version, run_id and collected_at recorded; 0 = before that
 LATE_ALLOWANCE_S = 1.0   # events stamped this long after the collection still count as before it (see docs)
 
@@ -33,12 +35,15 @@ class IntegrityProblem:
 
 def load_json(run_dir: Path, name: str, problems: list[IntegrityProblem] | None, fix: str) -> Any:
     """A JSON part; None when missing or unparsable (and, when `problems` is given, that is a problem)."""
-    path = Path(run_dir) / name
-    if not path.is_file():
+    if not rundir.is_link_free(run_dir, name):   # never read through a planted link (rundir.py)
+        if problems is not None:
+            problems.append(IntegrityProblem(name, "a symlink, not read", fix))
+        return None
+    text = rundir.read_text(run_dir, name) if (Path(run_dir) / name).is_file() else None
+    if text is None:
         if problems is not None:
             problems.append(IntegrityProblem(name, "missing", fix))
         return None
-    text = path.read_text(errors="replace")
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:

@@ -68,6 +68,8 @@ def read_events(events_dir: Path, rejected: list[str] | None = None, malformed: 
     in `malformed` ("file:N", first chars), and `origin` maps id(event) to its "file:N"."""
     events: list[dict] = []
     for path in sorted(Path(events_dir).glob(pattern)):
+        if path.is_symlink():   # a planted link is an integrity failure (rundir.links), never read
+            continue
         bad: list[str] = []
         garbled: list[tuple[int, str]] = []
         lines, torn = file_lines(path)

@@ -59,17 +59,22 @@ def test_without_skew_every_timestamp_stays_as_written(tmp_path):
     assert [fields(r) for r in recoveries(h)] == [fields(r) for r in recoveries(node_loss())]
 
 
+def without_then_with_receipts(run, truth):
+    """Judged on the nodes' own stamps (receipts removed) the recoveries differ from the truth; the
+    History loaded with the receipts back in place is returned."""
+    kept = (run / RECEIPTS).read_bytes()
+    (run / RECEIPTS).unlink()
+    assert [fields(r) for r in recoveries(History.load(run))] != truth   # uncorrected: fooled
+    (run / RECEIPTS).write_bytes(kept)
+    return History.load(run)
+
+
 @pytest.mark.parametrize("skew_s", [30.0, -30.0])
 def test_a_skewed_survivor_would_fool_the_recovery_check_and_does_not(tmp_path, skew_s):
     truth = [fields(r) for r in recoveries(node_loss())]
     run = write_run(tmp_path, skew_s)
     # the node's own stamps, uncorrected: the check is fooled (a 30-s recovery, or none at all)
-    (run / "received.raw").write_bytes((run / RECEIPTS).read_bytes())
-    (run / RECEIPTS).unlink()
-    fooled = [fields(r) for r in recoveries(History.load(run))]
-    assert fooled != truth
-    (run / RECEIPTS).write_bytes((run / "received.raw").read_bytes())
-    h = History.load(run)
+    h = without_then_with_receipts(run, truth)
     got = recoveries(h)
     assert len(got) == len(truth) and all(a == pytest.approx(b, abs=POLL_S + 0.05) for a, b in zip(map(fields, got), truth))
     # every event of the skewed node is back at its true time (within a poll): so in its true order too
