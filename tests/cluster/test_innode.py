@@ -269,3 +269,34 @@ def test_local_throttle_runs_the_node_a_fraction_of_the_time_and_unthrottle_lets
             t.kill()
         os.killpg(launcher.pid, 9)
         launcher.wait()
+
+
+DRAINING = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)   # a node still saving its last step when the notice came
+print(1, flush=True)
+time.sleep(120)
+"""
+
+
+def test_add_node_waits_for_a_preempted_node_in_its_grace_instead_of_refusing(tmp_path):
+    from chaosbench.cluster.errors import ClusterError
+    from chaosbench.cluster.local.backend import CLUSTER_ENV, LocalCluster
+    c = LocalCluster(ClusterSpec(run_id="preempt-room", run_dir=tmp_path, nodes=1, min_nodes=1, max_nodes=1))
+    launcher = subprocess.Popen([sys.executable, "-c", DRAINING], stdout=subprocess.PIPE, start_new_session=True,
+                                env={**os.environ, CLUSTER_ENV: c.project, "CHAOSBENCH_NODE": "node-0"})
+    launcher.stdout.readline()
+    c._procs["node-0"] = launcher
+    try:
+        with pytest.raises(ClusterError, match="1 nodes running = max_nodes=1"):
+            c._check_room_for_node()                        # a live node that is not going: no room
+        started = time.monotonic()
+        c.preempt_node("node-0", grace_s=1.5)
+        c._check_room_for_node()                            # waits out the grace: the node is gone, room made
+        assert time.monotonic() - started >= 1.5
+        assert c.node_status("node-0").startswith("exited")
+    finally:
+        for t in c._timers:
+            t.cancel()
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, 9)

@@ -72,8 +72,22 @@ class NodePrimitives:
         """add_node's and release_standby's limit (`what` and `fix` name the caller and the way out). Dead
         nodes do not count: a lost node's replacement is a new node (a new name); nor do standbys still
         held (node_names leaves them out)."""
-        live = [n for n in self.node_names() if not self.node_status(n).startswith("exited")]
         limit = self.spec.max_nodes + self.spec.spare_nodes
+        live = self._live_nodes()
+        if len(live) >= limit and self._wait_for_preempted(live):
+            live = self._live_nodes()
         if len(live) >= limit:
             raise ClusterError(f"{what}: {len(live)} nodes running = max_nodes={self.spec.max_nodes} + "
                                f"spare_nodes={self.spec.spare_nodes}; {fix}")
+
+    def _live_nodes(self) -> list[str]:
+        return [n for n in self.node_names() if not self.node_status(n).startswith("exited")]
+
+    def _wait_for_preempted(self, live: list[str]) -> bool:
+        """A preempted node is on its way out: its notice went, its kill comes at the end of its grace.
+        A replacement asked for meanwhile (a scheduler's replacement is booked at the notice) waits for
+        that kill instead of being refused while the node drains. Returns whether it waited."""
+        going = [t for t in self._timers if getattr(t, "preempted_node", None) in live and t.is_alive()]
+        for timer in going:
+            timer.join(timeout=timer.interval + 60)   # the grace, then kill_node itself
+        return bool(going)

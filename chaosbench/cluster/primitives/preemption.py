@@ -33,6 +33,7 @@ class PreemptionPrimitives:
                           file=sys.stderr)
         timer = threading.Timer(grace_s, kill_the_rest)
         timer.daemon = True
+        timer.preempted_node = node   # add_node waits for it rather than count it (nodes.py)
         self._timers.append(timer)
         timer.start()
 
