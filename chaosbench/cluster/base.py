@@ -70,6 +70,10 @@ class ClusterSpec:
     # node -> {'tiers': ['nvme', 'memory'], 'writeback': bool}: where the disk layer (node/disk_layer.py) is mounted
     # from each start of the node; set from the scenario's faults (faults/disks.py:disk_layers)
     disk_layers: dict[str, dict] = field(default_factory=dict)
+    # the job's own packages (cluster/jobenv: normalised pip specifiers, a launcher's pins included), installed
+    # into a derived image (docker) or a cached prefix (local); requirements_origin names where they were declared
+    requirements: list[str] = field(default_factory=list)
+    requirements_origin: str = ""
 
     @property
     def user_job(self) -> bool:

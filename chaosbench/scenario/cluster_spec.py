@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chaosbench.cluster import jobenv
 from chaosbench.cluster.base import ClusterSpec
 from chaosbench.faults.disks import disk_layers
 from chaosbench.scenario.loader import resolve_trainer_config, resolve_workdir
@@ -30,4 +31,15 @@ def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | No
                        nvme_size_mb=c.nvme_size_mb, shm_size_mb=c.shm_size_mb, persistent_nvme=c.persistent_nvme,
                        rdzv_timeouts=dict(c.rdzv_timeouts), warm_start=c.warm_start and not t.user_job,
                        disk_layers=disk_layers(s.faults, s.node_names()),
-                       fake_clock=any(f.kind == "clock_skew" for f in s.faults))
+                       fake_clock=any(f.kind == "clock_skew" for f in s.faults),
+                       requirements=jobenv.requirements(t, scenario_path.parent if scenario_path else None),
+                       requirements_origin=requirements_origin(s, scenario_path))
+
+
+def requirements_origin(s: Scenario, scenario_path: Path | None) -> str:
+    """Where the job's requirements were declared, for pip's errors: the fields and the file."""
+    t, where = s.trainer, str(scenario_path or "the scenario")
+    parts = ["trainer.requirements"] if t.requirements else []
+    if t.requirements_file:
+        parts.append(f"trainer.requirements_file ({t.requirements_file})")
+    return f"{' and '.join(parts) or 'trainer'} in {where}"

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from chaosbench.cluster.jobenv import Refused, parse_file, requirements_path
 from chaosbench.cluster.launch import NODE_ENV_NAMES, REF
 from chaosbench.scenario import numbers, rules, yamlfile
 from chaosbench.scenario.check_names import asks_for_any
@@ -241,6 +242,8 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def _check_paths(s: Scenario, path: Path, lines: dict, source: str) -> None:
     t = s.trainer
+    if t.requirements_file is not None:
+        _check_requirements_file(t, path, lines, source)
     if t.workdir is not None:
         workdir = resolve_workdir(t.workdir, path)
         loc = ("trainer", "workdir")
@@ -264,6 +267,20 @@ def _check_paths(s: Scenario, path: Path, lines: dict, source: str) -> None:
                                      f"(relative to the current directory or {path.parent})"])
     if cfg:
         _check_trainer_config(s, resolve_trainer_config(cfg, path), lines, source)
+
+
+def _check_requirements_file(t, path: Path, lines: dict, source: str) -> None:
+    """trainer.requirements_file: readable, and every line a specifier chaosbench can install offline."""
+    req = requirements_path(t.requirements_file, path.parent)
+    where = f"{source}:{_line_for(lines, ('trainer', 'requirements_file'))}: trainer.requirements_file"
+    try:
+        parse_file(req)
+    except (OSError, UnicodeDecodeError) as exc:
+        why = "not found" if isinstance(exc, FileNotFoundError) else f"cannot be read ({exc})"
+        raise ScenarioError(source, [f"{where}: '{t.requirements_file}' {why} (resolved to {req}; relative paths "
+                                     f"start at {path.parent}); give a pip requirements file, one specifier a line"]) from None
+    except Refused as exc:
+        raise ScenarioError(source, [f"{where}: {req}{f':{exc.line}' if exc.line else ''}: {exc}"]) from None
 
 
 def resolve_workdir(workdir: str, scenario_path: Path | None) -> Path:

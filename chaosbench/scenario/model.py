@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from chaosbench.cluster.jobenv.reqs import Refused, normalise
 from chaosbench.cluster.launch import keep_alive_problem
 from chaosbench.reference_trainer import DEFAULT_CONFIG
 from chaosbench.scenario import names, numbers
@@ -186,6 +187,20 @@ class TrainerCfg(Strict):
     # does your job call chaosbench.instrument (cb.step / cb.fault_point)? false: cooperative faults
     # (worker_error, gil_hang, corrupt_replica) are refused at load, since nothing would carry them out
     instrumented: bool | None = None
+    # the job's own packages (pip specifiers by name, e.g. omegaconf==2.3.0) and/or a requirements file
+    # relative to the scenario file: installed offline beside the node image's (cluster/jobenv)
+    requirements: list[str] = Field(default_factory=list)
+    requirements_file: str | None = None
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, v: list[str]):
+        for spec in v:
+            try:
+                normalise(spec)
+            except Refused as exc:
+                raise ValueError(str(exc)) from None
+        return v
 
     @field_validator(*_TRAINER_WORDS)
     @classmethod

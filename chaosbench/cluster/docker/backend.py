@@ -18,7 +18,8 @@ from pathlib import Path
 from chaosbench.cluster import loopfs
 
 from chaosbench.cluster.docker import images, memory as docker_memory
-from chaosbench.cluster import owner as owner_mod
+from chaosbench.cluster import jobenv, owner as owner_mod
+from chaosbench.cluster.jobenv import probe as jobenv_probe
 from chaosbench.cluster.base import Cluster, ClusterSpec
 from chaosbench.cluster.errors import ClusterError, UnsupportedFault
 from chaosbench.cluster.docker.compose_file import (MEMORY_IN_NODE, ETCD_PORT, GO_FILE, go_file_of, DEFAULT_CPU_SHARES, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
@@ -64,7 +65,7 @@ def _gpus_available() -> bool:
 IMAGE_NEEDS = {"etcd-v3": ("torch", "etcd3"), "etcd": ("torch", "etcd"), "etcd-v2": ("torch", "etcd")}
 
 
-def check_trainer_image(image: str, rendezvous: str) -> None:
+def check_trainer_image(image: str, rendezvous: str, requirements: list[str] = ()) -> None:
     """trainer.image: present locally and its python3 imports what the nodes will run, before a cluster
     starts (otherwise every node exits at once and the run only says 'exited:1')."""
     if not docker("images", "-q", image, check=False).strip():
@@ -83,6 +84,14 @@ def check_trainer_image(image: str, rendezvous: str) -> None:
                            f"the nodes run torchrun with the {rendezvous} rendezvous in it: build it FROM an "
                            f"image with torch{' and ' + modules[1] if len(modules) > 1 else ''}, or drop "
                            f"trainer.image to use chaosbench's node image")
+    if requirements:   # the user's image is theirs: we do not derive from it, we check it has them
+        out = docker("run", "--rm", "--network", "none", "--entrypoint", "python3", image, "-c",
+                     jobenv_probe.source(requirements), check=False, timeout=120)
+        lacking = jobenv_probe.missing(out)
+        if lacking:
+            raise ClusterError(f"trainer.image {image!r} lacks {', '.join(lacking)} of trainer.requirements: "
+                               f"chaosbench installs the job's packages into its own node image only; add "
+                               f"them to your image (RUN pip install {' '.join(lacking)}), or drop trainer.image")
 
 
 NO_NETEM = ("neither sch_netem nor nfnetlink_queue + the NFQUEUE target on this kernel; loss_pct and rate_kbit "
@@ -121,7 +130,10 @@ class DockerCluster(Cluster):
     def _start(self) -> None:
         image = self._image or images.node_image()
         if self.spec.trainer_image:
-            check_trainer_image(self.spec.trainer_image, self.spec.rendezvous)
+            check_trainer_image(self.spec.trainer_image, self.spec.rendezvous, self.spec.requirements)
+        job_image = None
+        if self.spec.requirements and not self.spec.trainer_image:   # built (or found) before any container
+            job_image = jobenv.docker_image(image, self.spec.requirements, self.spec.requirements_origin)
         (self.run_dir / "events").mkdir(parents=True, exist_ok=True)
         self.compose_dir.mkdir(parents=True, exist_ok=True)
         self.plan = ComposePlan(
@@ -130,7 +142,7 @@ class DockerCluster(Cluster):
             ready_host_dir=str(self._ready_dir()),
             gpus=_gpus_available() if self._gpus is None else self._gpus,
             toxiproxy_image=self._toxiproxy_image or os.environ.get("CHAOSBENCH_TOXIPROXY_IMAGE") or None,
-            venv_volume=images.node_venv_volume(image))
+            venv_volume=images.node_venv_volume(image), job_image=job_image)
         for node in self._nodes:
             self._make_disk(node)
         self._write_files()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from chaosbench.cluster import jobenv
 from chaosbench.cluster.base import ClusterSpec
 from chaosbench.cluster.docker.cli import LABEL_PREFIX
 from chaosbench.cluster.errors import ClusterError
@@ -54,6 +55,7 @@ class ComposePlan:
     source_dir: str = str(REPO)           # host checkout mounted read-only into our containers
     control_host_dir: str | None = None   # nodes wait for its GO_FILE (None: they start training at once)
     venv_volume: str | None = None        # our image's /opt/venv as a volume (venv_volume.py), or None
+    job_image: str | None = None          # trainer nodes: our image plus the job's packages (cluster/jobenv)
     standby: set[str] = field(default_factory=set)   # nodes held on their own go file (go_file_of)
     ready_host_dir: str | None = None     # warm-start nodes create <node> here when their imports are done
     ready_files: dict[str, str] = field(default_factory=dict)   # node -> its ready file (set by render)
@@ -124,6 +126,8 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
         argv = gated(argv, f"{CONTROL_IN_NODE}/{go_file_of(node, node in plan.standby)}", ready)
     if spec.workdir:
         volumes.append(f"{spec.workdir}:{WORKDIR_IN_NODE}:ro")
+    if plan.job_image and not user_image:   # the job's packages first, also with a PYTHONPATH in cluster.env
+        env = jobenv.job_env(env, jobenv.PREFIX_IN_IMAGE)
     if user_image:   # the user's image has no chaosbench installed: the node watcher and
         volumes.append(f"{plan.source_dir}:{SOURCE_MOUNT}:ro")   # instrument module come from the mount
         env["PYTHONPATH"] = ":".join(x for x in (SOURCE_MOUNT, env.get("PYTHONPATH")) if x)
@@ -147,7 +151,10 @@ def node_service(plan: ComposePlan, spec: ClusterSpec, node: str) -> dict:
     argv = with_disk_layer(spec, node, argv, extra)
     # compose interpolates $VAR in the file: `$$` keeps a literal `$` for the node's shell (PREPARE's
     # "$CHAOSBENCH_CHECKPOINT_DIR", a user's "$HOME" argument, a progress regex ending in `$`)
-    return _service(plan, node, "node", [a.replace("$", "$$") for a in argv], image=user_image, **extra)
+    svc = _service(plan, node, "node", [a.replace("$", "$$") for a in argv], image=user_image, **extra)
+    if plan.job_image and not user_image:   # still our image (source mount, venv volume): only the tag differs
+        svc["image"] = plan.job_image
+    return svc
 
 
 def with_disk_layer(spec: ClusterSpec, node: str, argv: list[str], extra: dict) -> list[str]:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chaosbench.cluster import loopfs, proctree
+from chaosbench.cluster import jobenv, loopfs, proctree
 from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.base import Cluster, ClusterSpec
 from chaosbench.cluster.errors import ClusterError, UnsupportedFault
@@ -71,6 +71,7 @@ class LocalCluster(Cluster):
         self._c10d_port: int | None = None
         self._started = False
         self._clock_roots: list[int] = []
+        self._jobenv: Path | None = None   # the job's packages' prefix (cluster/jobenv), when it has any
 
     # -- lifecycle -------------------------------------------------------------------------
     def _sweep_dead(self) -> None:
@@ -79,6 +80,9 @@ class LocalCluster(Cluster):
     def _start(self) -> None:
         # Inherited by everything we start (etcd included), so a later sweep can reap our orphans.
         os.environ[owner_mod.OWNER_ENV] = owner_mod.token()
+        # the job's own packages, installed (or found) before anything starts
+        self._jobenv = jobenv.local_prefix(self.spec.requirements, self.spec.requirements_origin) \
+            if self.spec.requirements else None
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
         shm = self._shm_root()
@@ -109,6 +113,8 @@ class LocalCluster(Cluster):
                          memory_dir=str(self.shm_dir(node)),
                          clock_env=self._clock_file(node)[1] if self.spec.fake_clock else None)
         env = {**os.environ, **plan.env, CLUSTER_ENV: self.project}
+        if self._jobenv:
+            env = jobenv.job_env(env, self._jobenv, path=env.get("PATH", os.defpath))
         argv = self._behind_disk_layer(node, plan.argv)   # the layer carries the node's markers: killed with it
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as out:
             self._procs[node] = subprocess.Popen(argv, env=env, cwd=plan.cwd or REPO, stdout=out,

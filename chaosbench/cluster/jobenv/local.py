@@ -1,0 +1,62 @@
+"""The local backend's (and a shared-storage Slurm's) job prefix: the job's packages installed once into
+`<cache>/jobenv/<hash>` with the harness's python, put in front on PYTHONPATH/PATH (env.job_env).
+
+Keyed by the python, the venv's locked package set (images.lock_requirements, which the node image
+follows too) and the requirements: a venv change or a new list gets a new prefix, a repeated run finds
+its prefix and pays a directory check. Made in a temporary directory beside it and renamed into place,
+so a failed or interrupted install leaves nothing a later run would take for finished.
+"""
+from __future__ import annotations
+
+import fcntl
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from chaosbench.cluster.docker import images
+from chaosbench.cluster.jobenv import env as env_mod, resolve
+
+DONE = ".complete"
+
+
+def _log(msg: str) -> None:
+    print(f"jobenv: {msg}", file=sys.stderr, flush=True)
+
+
+def prefix_dir(reqs: list[str], python: str = sys.executable) -> Path:
+    return images.CACHE / "jobenv" / images._sha("jobenv-1", python, images.lock_requirements(), *reqs)
+
+
+def local_prefix(reqs: list[str], origin: str = "", python: str = sys.executable) -> Path:
+    """The ready prefix holding `reqs` for `python` (installing it the first time)."""
+    target = prefix_dir(reqs, python)
+    if (target / DONE).is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # two harnesses installing the same prefix: one does, one waits
+        if (target / DONE).is_file():
+            return target
+        t0 = time.monotonic()
+        _log(f"installing {', '.join(reqs)} into {target} (once; later runs reuse it)")
+        pins = resolve.resolve(reqs, origin, python)
+        resolve.fill(pins, images.CACHE / "wheels", origin)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            (tmp / "requirements.txt").write_text("".join(p + "\n" for p in pins))
+            if pins:
+                argv = env_mod.install_argv(python, str(images.CACHE / "wheels"), str(tmp), str(tmp / "requirements.txt"))
+                out = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+                if out.returncode != 0:
+                    raise resolve.failed("pip could not install", reqs, origin, out.stdout + out.stderr)
+            subprocess.run(["sh", "-c", env_mod.link_site(str(tmp))], check=True, timeout=60)
+            (tmp / DONE).write_text("".join(p + "\n" for p in pins))
+            shutil.rmtree(target, ignore_errors=True)   # a half-made one from a killed install
+            tmp.rename(target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        _log(f"{target} ready in {time.monotonic() - t0:.1f}s: {', '.join(pins) or 'nothing missing'}")
+    return target
