@@ -315,11 +315,12 @@ def _check_trainer_config(s: Scenario, cfg_path: Path, lines: dict, source: str)
         raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: expect.reaches_step: {want} is beyond the "
                                      f"trainer's training.max_steps ({max_steps}); add "
                                      f"'training.max_steps: {want}' to trainer.overrides"])
-    late = [(i, f.at.step) for i, f in enumerate(s.faults) if f.at.step is not None and isinstance(max_steps, int)
-            and f.at.step > max_steps]
-    if late:
-        i, step = late[0]
-        loc = ("faults", i, "at", "step")
+    late = [(i, key, step) for i, f in enumerate(s.faults) if isinstance(max_steps, int)
+            for key, step in (("step", f.at.step), ("where", f.at.where.get("step")))
+            if isinstance(step, int) and not isinstance(step, bool) and step > max_steps]
+    if late:   # an event trigger's `where: {step: N}` past the end never matches either
+        i, key, step = late[0]
+        loc = ("faults", i, "at", key) if key == "step" else ("faults", i, "at", "where", "step")
         raise ScenarioError(source, [f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: step {step} is beyond the "
                                      f"trainer's training.max_steps ({max_steps}): the job ends first and the fault "
                                      f"never fires; fire earlier or add 'training.max_steps: {step + 50}' to "

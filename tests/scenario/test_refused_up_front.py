@@ -113,6 +113,8 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path):
 
 @pytest.mark.parametrize("old,new,where,words", [
     ("step: 40", "step: 250", "5: faults[0].at.step:", ("beyond the trainer's training.max_steps (200)",)),
+    ("at: {step: 40}", "at: {event: step, where: {step: 250}}", "5: faults[0].at.where.step:",
+     ("beyond the trainer's training.max_steps (200)", "never fires")),
     ("step: 40", "step: 130", "5: faults[0].at.step:", ("not before expect.reaches_step",)),
     ("step: 40", "seconds: 900", "5: faults[0].at.seconds:", ("run.timeout_s (600)", "never fire")),
     ("  - id: kill\n    at: {step: 40}\n    kill_node: {node: node-2}",
@@ -122,7 +124,7 @@ def test_an_alias_bomb_is_refused_at_once(tmp_path):
 ])
 def test_a_trigger_that_can_never_fire_is_refused(tmp_path, old, new, where, words):
     text = BASE.replace(old, new)
-    if "250" in new:
+    if "250" in new:   # reaches_step 120 would be refused first
         text = text.replace("reaches_step: 120", "trains_after_settle: 10")
     refused(tmp_path, text, where, *words)
 
