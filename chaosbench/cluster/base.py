@@ -61,6 +61,8 @@ class ClusterSpec:
     shm_size_mb: int = 512
     persistent_nvme: bool = True     # NVMe survives a node restart (per-node volume)
     rdzv_timeouts: dict[str, float] = field(default_factory=dict)  # keep-alive / join timeouts passed to torchrun
+    launcher: str = "torchrun"         # what runs the job on each node (chaosbench/launchers/)
+    launcher_args: list[str] = field(default_factory=list)   # more of the launcher's own flags, as given
     spare_nodes: int = 0             # nodes beyond torchrun's max_nodes add_node may run (hot spares); torch 2.15's
                                      # rendezvous livelocks with them (docs/recovery.md), so 0 unless you test that
     warm_start: bool = True          # reference trainer: workers fork from a node-local server with torch imported

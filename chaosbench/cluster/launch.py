@@ -9,7 +9,9 @@ import json
 import re
 from dataclasses import dataclass
 
+from chaosbench import launchers
 from chaosbench.cluster.base import ClusterSpec
+from chaosbench.launchers import Rendezvous
 
 S3_BUCKET = "chaosbench"
 RDZV_BACKENDS = ("c10d", "c10d-links", "etcd-v3", "etcd", "etcd-v2")
@@ -166,16 +168,12 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
     if spec.command:   # raw argv: $CHAOSBENCH_* references are filled in, so it can form its group
         argv = [_expand(a, env) for a in spec.command]
         return NodePlan(prepared(observed_argv(python, spec, argv)), env, cwd)
-    argv = [python, "-m", "torch.distributed.run",
-            f"--nnodes={spec.min_nodes}:{spec.max_nodes}",
-            f"--nproc-per-node={spec.procs_per_node}",
-            f"--rdzv-backend={spec.rendezvous}",
-            f"--rdzv-endpoint={rdzv_endpoint}",
-            f"--rdzv-id={spec.run_id}",
-            f"--max-restarts={spec.max_restarts}",
-            "--monitor-interval=0.1"]   # torch default; a dead worker is seen within 0.1 s
-    if rdzv_conf:
-        argv.append(f"--rdzv-conf={rdzv_conf}")
+    launcher = launchers.get(spec.launcher)
+    r = Rendezvous(python=python, node=node, node_rank=node_rank(node), min_nodes=spec.min_nodes,
+                   max_nodes=spec.max_nodes, nproc=spec.procs_per_node, backend=spec.rendezvous,
+                   endpoint=rdzv_endpoint, run_id=spec.run_id, max_restarts=spec.max_restarts, conf=rdzv_conf)
+    env.update(launcher.env(r))
+    argv = [*launcher.argv(r), *spec.launcher_args]
     if spec.job_argv:
         # the user's script: every worker's output prefixed [default<local_rank>]: for the observer
         job = [_expand(a, env) for a in spec.job_argv]   # e.g. --ckpt-dir $CHAOSBENCH_CHECKPOINT_DIR
@@ -190,17 +188,30 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
     worker = ["-m", "trainer.train", "--config", spec.trainer_config]
     for k, v in overrides.items():
         worker += ["--set", f"{k}={_fmt(v)}"]
+    if spec.launcher != launchers.DEFAULT:   # the launcher's own lines become agent events (its restarts, hangs)
+        return NodePlan(observed_argv(python, spec, argv + worker, agent_only=True), env)
     # Warm start: a restarted worker skips seconds of imports inside the recovery window.
     return NodePlan(warm_start_argv(python, argv, worker) if spec.warm_start else argv + worker, env)
 
 
-def observed_argv(python: str, spec: ClusterSpec, launcher: list[str]) -> list[str]:
+def observed_argv(python: str, spec: ClusterSpec, launcher: list[str], agent_only: bool = False) -> list[str]:
     """A user's job runs under the node watcher (chaosbench/observer/node_watch.py), which records what
-    it sees of the launcher and its workers as events: history for a job that writes none itself."""
+    it sees of the launcher and its workers as events: history for a job that writes none itself.
+    `agent_only`: the job writes its own worker events (the reference trainer); record the launcher's."""
     argv = [python, "-m", "chaosbench.observer.node_watch"]
+    if spec.launcher != launchers.DEFAULT:
+        argv.append(f"--launcher={spec.launcher}")   # which log adapter reads its lines
+    if agent_only:
+        argv.append("--agent-only")
     if spec.progress_regex:
         argv.append(f"--progress={spec.progress_regex}")   # one word: a regex may start with '-'
     return [*argv, "--", *launcher]
+
+
+def node_rank(node: str) -> int:
+    """node-3 -> 3: the launchers that number their nodes themselves (dlrover-run's NODE_RANK)."""
+    m = re.search(r"(\d+)$", node)
+    return int(m.group(1)) if m else 0
 
 
 def _expand(arg: str, env: dict[str, str]) -> str:

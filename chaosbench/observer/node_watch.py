@@ -27,14 +27,9 @@ import sys
 import threading
 import time
 
+from chaosbench import launchers
+
 PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")   # torchrun --tee: "[default0]:text"
-RDZV_DONE = "Rendezvous complete for workers"
-AGENT_LINES = {   # substring of a torchrun agent log line -> the agent event it records
-    "Rendezvous'ing worker group": "rendezvous_start",
-    "Worker group FAILED": "worker_group_failed",
-    "will restart worker group": "worker_group_restart",
-}
-FIELD = re.compile(r"\]\s+(\w+)=(.*)$")
 
 
 class Writer:
@@ -84,8 +79,10 @@ def _environ(pid: int) -> dict[str, str]:
 
 
 class Watcher:
-    def __init__(self, launcher_pid: int, events_dir: str | None, node: str, progress: str | None):
+    def __init__(self, launcher_pid: int, events_dir: str | None, node: str, progress: str | None,
+                 launcher: str = launchers.DEFAULT):
         self.launcher_pid, self.node = launcher_pid, node
+        self.adapter = launchers.get(launcher).adapter()   # the launcher's own lines -> agent events
         self.progress = re.compile(progress) if progress else None
         if events_dir:
             os.makedirs(events_dir, exist_ok=True)
@@ -95,8 +92,8 @@ class Watcher:
         self.workers: dict[int, dict] = {}      # pid -> common fields of a live worker
         self.lock = threading.Lock()
         self.run_id = os.environ.get("CHAOSBENCH_RUN_ID", "")
-        self._rdzv: dict | None = None          # fields of a "Rendezvous complete" block being read
         self.prefixed = False                   # seen a "[default<N>]:" line: torchrun --tee output
+        self.agent_only = False                 # the job writes its own worker events: no worker scan
 
     # -- workers: processes under the launcher that carry torchrun's LOCAL_RANK ----------------
     def scan(self) -> None:
@@ -153,7 +150,7 @@ class Watcher:
             self._worker_line(int(m.group(1)), m.group(2))
         else:
             self._agent_line(text)
-            if not self.prefixed:   # a raw command's own output; under --tee unprefixed lines are the agent's
+            if not self.prefixed and not self.agent_only:   # a raw command's own output; under --tee unprefixed lines are the agent's
                 self._worker_line(None, text)
 
     def _live_worker(self, local_rank: int | None) -> dict | None:
@@ -184,25 +181,8 @@ class Watcher:
         self._emit_worker("step", worker, **fields)
 
     def _agent_line(self, text: str) -> None:
-        if self._rdzv is not None:
-            f = FIELD.search(text)
-            if f:
-                self._rdzv[f.group(1)] = f.group(2).strip()
-                return
-            self._rendezvous_done(self._rdzv)
-            self._rdzv = None
-        if RDZV_DONE in text:
-            self._rdzv = {}
-            return
-        for needle, event in AGENT_LINES.items():
-            if needle in text:
-                self._emit_agent(event, line=text.strip()[-300:])
-
-    def _rendezvous_done(self, f: dict) -> None:
-        sizes = re.findall(r"\d+", f.get("global_world_sizes", ""))
-        self._emit_agent("rendezvous_done", restart_count=_int(f.get("restart_count")),
-                         nodes=_int(f.get("group_world_size")), world_size=int(sizes[0]) if sizes else None,
-                         group_rank=_int(f.get("group_rank")))
+        for event, fields in self.adapter.line(text):
+            self._emit_agent(event, **fields)
 
 
 MAX_STEP = 10 ** 15   # beyond any real step count: a match this large is not a step
@@ -229,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m chaosbench.observer.node_watch", description=__doc__.split("\n")[0])
     ap.add_argument("--progress", help="regex with a named group 'step' (and optionally 'loss')")
     ap.add_argument("--poll", type=float, default=0.1, help="seconds between process scans")
+    ap.add_argument("--launcher", dest="launcher_name", default=launchers.DEFAULT, choices=launchers.NAMES,
+                    help="whose log lines become agent events (chaosbench/launchers/)")
+    ap.add_argument("--agent-only", action="store_true",
+                    help="record the launcher's events only: the job writes its own worker events")
     ap.add_argument("launcher", nargs=argparse.REMAINDER, help="-- then the launcher's argv")
     args = ap.parse_args(argv)
     launcher = args.launcher[1:] if args.launcher[:1] == ["--"] else args.launcher
@@ -238,13 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     proc = subprocess.Popen(launcher, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):   # `docker stop` / Ctrl-C reach torchrun
         signal.signal(sig, lambda s, _f: proc.send_signal(s))
-    w = Watcher(proc.pid, os.environ.get("CHAOSBENCH_EVENTS_DIR"), node, args.progress)
+    w = Watcher(proc.pid, os.environ.get("CHAOSBENCH_EVENTS_DIR"), node, args.progress, args.launcher_name)
+    w.agent_only = args.agent_only
 
     def scanner():
         while proc.poll() is None:
             w.scan()
             time.sleep(args.poll)
-    threading.Thread(target=scanner, daemon=True).start()
+    if not args.agent_only:
+        threading.Thread(target=scanner, daemon=True).start()
     out = sys.stdout.buffer
     for raw in iter(proc.stdout.readline, b""):
         out.write(raw)
@@ -254,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:   # reading a line must never stop the output and the signals going through
             print(f"chaosbench node watcher: line not recorded: {type(e).__name__}: {e}", file=sys.stderr)
     code = proc.wait()
-    w.scan()
+    if not args.agent_only:
+        w.scan()
     w._emit_agent("launcher_exit", exit_code=code)
     return code if code >= 0 else 128 - code
 

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from chaosbench import launchers
 from chaosbench.cluster.jobenv import Refused, parse_file, requirements_path
 from chaosbench.cluster.launch import NODE_ENV_NAMES, REF
 from chaosbench.scenario import numbers, rules, yamlfile
@@ -138,6 +139,9 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
         out.append(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {msg}")
 
     e, c = s.expect, s.cluster
+    # a launcher the backend or rendezvous cannot run is refused here, not on the nodes
+    for why in launchers.get(s.trainer.launcher).problems(backend=c.backend, rendezvous=c.rendezvous):
+        add(("trainer", "launcher"), why)
     for field, value in (("world_size_after", e.world_size_after),):
         if value is not None and value > c.elastic.max_nodes * c.procs_per_node:
             add(("expect", field), f"{value} exceeds max_nodes x procs_per_node "

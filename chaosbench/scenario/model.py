@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from chaosbench.cluster.jobenv.reqs import Refused, normalise
+from chaosbench import launchers
 from chaosbench.cluster.launch import keep_alive_problem
 from chaosbench.reference_trainer import DEFAULT_CONFIG
 from chaosbench.scenario import names, numbers
@@ -187,6 +188,10 @@ class TrainerCfg(Strict):
     # does your job call chaosbench.instrument (cb.step / cb.fault_point)? false: cooperative faults
     # (worker_error, gil_hang, corrupt_replica) are refused at load, since nothing would carry them out
     instrumented: bool | None = None
+    # what runs the job on each node: torchrun, ft_launcher, dlrover-run or torchft (docs/frameworks.md);
+    # launcher_args: more of that launcher's own flags (e.g. --ft-rank-heartbeat-timeout=5), appended as given
+    launcher: str = launchers.DEFAULT
+    launcher_args: list[str] = Field(default_factory=list)
     # the job's own packages (pip specifiers by name, e.g. omegaconf==2.3.0) and/or a requirements file
     # relative to the scenario file: installed offline beside the node image's (cluster/jobenv)
     requirements: list[str] = Field(default_factory=list)
@@ -218,6 +223,15 @@ class TrainerCfg(Strict):
                 raise ValueError(f"override '{key}' must be 'section.field' (e.g. checkpoint.checkpoint_interval)")
         return v
 
+    @field_validator("launcher")
+    @classmethod
+    def _launcher(cls, v: str):
+        if v not in launchers.NAMES:
+            close = difflib.get_close_matches(v, launchers.NAMES, 1)
+            raise ValueError(f"trainer.launcher {v!r} is not a launcher: use "
+                             f"{close[0] if close else ' or '.join(launchers.NAMES)}")
+        return v
+
     @model_validator(mode="after")
     def _one_kind(self):
         user = [k for k in ("script", "module") if getattr(self, k) is not None]
@@ -240,6 +254,9 @@ class TrainerCfg(Strict):
             extra = sorted(self.model_fields_set & {"args", "image", "progress", "checkpoint_dir", "instrumented"})
             if extra:
                 raise ValueError(f"trainer.{extra[0]} applies to your own job: add trainer.script or trainer.module")
+        if self.command is not None and ({"launcher", "launcher_args"} & self.model_fields_set):
+            raise ValueError("trainer.launcher applies to the reference trainer or trainer.script/module; "
+                             "trainer.command is a raw argv that starts its own launcher: remove one of them")
         if self.command is not None and not self.command:
             raise ValueError("trainer.command is empty: give the argv each node runs")
         return self

@@ -1,0 +1,36 @@
+"""DLRover's `dlrover-run`: torch elastic's agent subclassed, rendezvousing through DLRover's job master.
+
+`dlrover-run --standalone` starts a master only on node rank 0 and refuses every other node ("Only single
+node is supported in standalone mode", dlrover/trainer/torch/elastic_run.py), so a multi-node job needs a
+master all nodes reach: node-0 runs one (`--platform local`) where the c10d store would be, on the rendezvous
+endpoint's port, and every agent finds it through DLROVER_MASTER_ADDR (docs/frameworks.md).
+"""
+from __future__ import annotations
+
+from chaosbench.launchers.base import Launcher, Rendezvous
+
+VERSION = "0.6.1"
+# node-0's shell starts the master in the background, then execs the agent (same pid, same tree)
+MASTER = ('"$0" -u -m dlrover.python.master.main --platform local --port "$CB_DLROVER_PORT" '
+          '--node_num "$CB_DLROVER_NODES" --job_name "$CB_DLROVER_JOB" & exec "$@"')
+
+
+class DlroverRun(Launcher):
+    name = "dlrover-run"
+    package = "dlrover"
+    requirements = (f"dlrover[torch]=={VERSION}",)
+    rendezvous = ("c10d",)   # only for where the master lives: node-0, the c10d endpoint's host and port
+
+    def argv(self, r: Rendezvous) -> list[str]:
+        agent = [r.python, "-m", "dlrover.trainer.torch.main", f"--nnodes={r.min_nodes}:{r.max_nodes}",
+                 f"--nproc-per-node={r.nproc}", f"--max-restarts={r.max_restarts}", "--monitor-interval=0.1"]
+        return ["sh", "-c", MASTER, r.python, *agent] if r.node_rank == 0 else agent
+
+    def env(self, r: Rendezvous) -> dict[str, str]:
+        host, _, port = r.endpoint.rpartition(":")
+        return {"DLROVER_MASTER_ADDR": r.endpoint, "NODE_RANK": str(r.node_rank), "NODE_ID": str(r.node_rank),
+                "JOB_NAME": r.run_id, "CB_DLROVER_PORT": port, "CB_DLROVER_NODES": str(r.max_nodes),
+                "CB_DLROVER_JOB": r.run_id}
+
+
+LAUNCHER = DlroverRun()

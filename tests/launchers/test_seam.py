@@ -1,0 +1,130 @@
+"""The launcher seam: `trainer.launcher` picks one module of chaosbench/launchers/, which builds the node's
+argv around the job and reads its own log lines into the node watcher's agent events."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from chaosbench import launchers
+from chaosbench.cli import app
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.launch import node_plan, unprepared
+from chaosbench.observer.node_watch import Watcher
+
+runner = CliRunner()
+BASE = """\
+name: demo
+cluster: {nodes: 2, elastic: {min_nodes: 1, max_nodes: 2}RDZV}
+trainer: {launcher: LAUNCHER}
+faults:
+  - {at: {step: 20}, kill_node: {node: node-1}}
+expect: {reaches_step: 40}
+"""
+
+
+def plan(tmp_path, node="node-1", **kw):
+    spec = ClusterSpec(run_id="r1", run_dir=tmp_path, job_argv=["train.py", "--x"], workdir=str(tmp_path), **kw)
+    return node_plan(spec, node, python="py", rdzv_endpoint="node-0:29400", s3_url="http://s3", events_dir="/e",
+                     nvme_dir="/n", memory_dir="/m")
+
+
+def test_torchrun_argv_is_what_it_was(tmp_path):
+    argv = unprepared(plan(tmp_path).argv)
+    assert argv == ["py", "-m", "chaosbench.observer.node_watch", "--", "py", "-m", "torch.distributed.run",
+                    "--nnodes=1:2", "--nproc-per-node=1", "--rdzv-backend=c10d", "--rdzv-endpoint=node-0:29400",
+                    "--rdzv-id=r1", "--max-restarts=10", "--monitor-interval=0.1", "--rdzv-conf=is_host=false",
+                    "--tee=3", "train.py", "--x"]
+
+
+def test_ft_launcher_is_torchrun_s_argv_on_its_module_plus_its_own_flags(tmp_path):
+    argv = unprepared(plan(tmp_path, launcher="ft_launcher", launcher_args=["--ft-rank-heartbeat-timeout=5"]).argv)
+    at = argv.index("--")
+    assert argv[:at] == ["py", "-m", "chaosbench.observer.node_watch", "--launcher=ft_launcher"]
+    assert argv[at + 1:at + 4] == ["py", "-m", "nvidia_resiliency_ext.fault_tolerance.launcher"]
+    assert "--rdzv-backend=c10d" in argv and argv[-3:] == ["--tee=3", "train.py", "--x"]
+    assert argv.index("--ft-rank-heartbeat-timeout=5") < argv.index("train.py")
+
+
+def test_dlrover_node_0_hosts_the_master_and_every_node_finds_it(tmp_path):
+    p0, p1 = plan(tmp_path, node="node-0", launcher="dlrover-run"), plan(tmp_path, launcher="dlrover-run")
+    a0, a1 = unprepared(p0.argv), unprepared(p1.argv)
+    assert a0[a0.index("--") + 1:][:2] == ["sh", "-c"] and "dlrover.python.master.main" in a0[a0.index("--") + 3]
+    assert "sh" not in a1 and "dlrover.trainer.torch.main" in a1
+    assert p1.env["DLROVER_MASTER_ADDR"] == "node-0:29400" and p1.env["NODE_RANK"] == "1"
+    assert p0.env["CB_DLROVER_PORT"] == "29400" and p0.env["CB_DLROVER_NODES"] == "2"
+
+
+def test_reference_trainer_under_another_launcher_records_its_agent_lines_only(tmp_path):
+    spec = ClusterSpec(run_id="r1", run_dir=tmp_path, launcher="ft_launcher")
+    p = node_plan(spec, "node-0", python="py", rdzv_endpoint="node-0:1", s3_url="s", events_dir="/e",
+                  nvme_dir="/n", memory_dir="/m")
+    assert p.argv[:5] == ["py", "-m", "chaosbench.observer.node_watch", "--launcher=ft_launcher", "--agent-only"]
+    assert "trainer.train" in p.argv and "trainer.warm_start" not in p.argv
+
+
+FT_LOG = """\
+[2026-11-28 09:38:10,618] [INFO] [ft_launcher18471@vm] [default] Rendezvous'ing worker group
+[2026-11-28 09:38:11,741] [INFO] [ft_launcher18471@vm] [default] Rendezvous complete for workers. Result:
+  restart_count=1
+  master_addr=localhost
+  group_rank=0
+  group_world_size=2
+  global_world_sizes=[2]
+
+[2026-11-28 09:38:11,742] [INFO] [ft_launcher18471@vm] [default] Starting worker group
+"""
+TORCHRUN_LOG = """\
+I1128 09:38:10.618000 7 api.py:1] [default] Rendezvous'ing worker group
+I1128 09:38:11.741000 7 api.py:2] [default] Rendezvous complete for workers. Result:
+I1128 09:38:11.741000 7 api.py:2]   restart_count=1
+I1128 09:38:11.741000 7 api.py:2]   group_world_size=2
+I1128 09:38:11.741000 7 api.py:2]   global_world_sizes=[2]
+I1128 09:38:11.741000 7 api.py:2]
+"""
+
+
+@pytest.mark.parametrize("launcher, log", [("ft_launcher", FT_LOG), ("torchrun", TORCHRUN_LOG),
+                                           ("dlrover-run", FT_LOG.replace("[default]", "[dlrover-trainer]"))])
+def test_each_launcher_s_rendezvous_block_becomes_the_same_agent_events(tmp_path, launcher, log):
+    w = Watcher(0, str(tmp_path), "node-0", None, launcher)
+    for line in log.splitlines():
+        w.line(line)
+    rows = [json.loads(x) for x in (tmp_path / "agent-node-0.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in rows] == ["rendezvous_start", "rendezvous_done"]
+    assert (rows[1]["restart_count"], rows[1]["nodes"], rows[1]["world_size"]) == (1, 2, 2)
+
+
+def test_registry_names_every_launcher_and_refuses_others():
+    assert launchers.NAMES[0] == "torchrun" and {"ft_launcher", "dlrover-run", "torchft"} <= set(launchers.NAMES)
+    assert launchers.get("ft_launcher").requirements == ("nvidia-resiliency-ext==0.4.1",)
+    assert launchers.get("dlrover-run").requirements == ("dlrover[torch]==0.6.1",)
+    with pytest.raises(KeyError, match="use one of"):
+        launchers.get("mpirun")
+
+
+@pytest.mark.parametrize("launcher, rdzv, where, words", [
+    ("dlrover", "", "3", ["'dlrover' is not a launcher", "use dlrover-run"]),
+    ("dlrover-run", ", rendezvous: etcd-v3", "3", ["rendezvouses through c10d", "set cluster.rendezvous to c10d"]),
+    ("ft_launcher", ", backend: slurm", "3", []),   # runs everywhere torchrun does
+])
+def test_a_launcher_that_cannot_run_is_refused_up_front(tmp_path, launcher, rdzv, where, words):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE.replace("LAUNCHER", launcher).replace("RDZV", rdzv))
+    res = runner.invoke(app, ["validate", str(path)])
+    out = " ".join(res.output.split())
+    if not words:
+        assert res.exit_code == 0, out
+        return
+    assert res.exit_code == 2 and f"{path}:{where}: trainer.launcher" in out, out
+    assert all(w in out for w in words), out
+
+
+def test_a_raw_command_cannot_take_a_launcher(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(BASE.replace("{launcher: LAUNCHER}", "{command: [sh, -c, 'exit 0'], launcher: ft_launcher}")
+                    .replace("RDZV", ""))
+    res = runner.invoke(app, ["validate", str(path)])
+    assert res.exit_code == 2 and "raw argv that starts its own launcher" in " ".join(res.output.split())
