@@ -18,7 +18,7 @@ from chaosbench.faults.registry import register
 
 class InProcessParams(FaultParams):
     rank: int | str = "random"            # the global RANK to fire on, or 'random' (the run's seed)
-    step: int | None = Field(None, ge=0)  # fire at the first step >= this; None: the next step the job takes
+    step: int | None = Field(None, ge=0, le=10**9)  # fire at the first step >= this; None: the next step the job takes
 
     @field_validator("rank", mode="before")
     @classmethod
@@ -67,7 +67,7 @@ class GilHang(InProcessFault):
             "included); for hold_s seconds, or until killed")
 
     class Params(InProcessParams):
-        hold_s: float | None = Field(None, gt=0)   # None: until the process is killed
+        hold_s: float | None = Field(None, gt=0, le=7 * 86400)   # None: until the process is killed
 
 
 @register

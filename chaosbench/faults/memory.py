@@ -31,7 +31,7 @@ class MemoryPressure(Fault):
     needs = ("squeeze_memory", "release_memory")
 
     class Params(NodeParams):
-        mb: int | None = Field(None, ge=8, examples=[300])               # the MiB the node keeps
+        mb: int | None = Field(None, ge=8, le=1 << 22, examples=[300])               # the MiB the node keeps
         fraction: float | None = Field(None, gt=0, lt=1, examples=[0.8])  # ... or this share of what it holds
 
         @model_validator(mode="after")

@@ -61,7 +61,7 @@ def _node(fault: Fault) -> str:
 
 
 class WorkerParams(NodeParams):
-    local_rank: int = Field(0, ge=0)   # which worker of the node (its LOCAL_RANK)
+    local_rank: int = Field(0, ge=0, le=1023)   # which worker of the node (its LOCAL_RANK)
 
 
 @register
@@ -110,7 +110,7 @@ class PreemptNode(Fault):
     needs = ("preempt_node",)
 
     class Params(NodeParams):
-        grace_s: float = Field(10.0, gt=0)   # the notice before the kill (AWS spot: 120 s, GCP: 30 s)
+        grace_s: float = Field(10.0, gt=0, le=3600)   # the notice before the kill (AWS spot: 120 s, GCP: 30 s)
 
     def _inject(self):
         self.target = self.pick_node(self.p.node)

@@ -24,7 +24,7 @@ class PacketParams(FaultParams):
     to: Literal["data", "rendezvous", "etcd", "s3", "all"] = "data"   # data: the other trainer nodes only
     peer: str | None = Field(None, pattern=r"^node-[0-9]{1,5}$")      # one node's link instead of `to`
     loss_pct: float | None = Field(None, ge=0, le=100, examples=[2.0])
-    rate_kbit: float | None = Field(None, gt=0)
+    rate_kbit: float | None = Field(None, gt=0, le=400_000_000)
     delay_ms: float | None = Field(None, ge=0, le=MAX_DELAY_MS, examples=[50.0])
     jitter_ms: float | None = Field(None, ge=0, le=MAX_DELAY_MS)
     duplicate_pct: float | None = Pct

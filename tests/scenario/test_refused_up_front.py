@@ -88,6 +88,9 @@ def test_an_infinite_duration_or_bound_is_refused(tmp_path, old, new, where):
     ("nodes: 3,", "nodes: 3, shm_size_mb: 1000000000000,", "2: cluster.shm_size_mb:"),
     ("at: {step: 40}", "at: {step: 40}\n    repeat: {times: 100000, every_s: 1}", "6: faults[0].repeat.times:"),
     ("reaches_step: 120", "reaches_step: 99999999999", "7: expect.reaches_step:"),
+    ("kill_node: {node: node-2}", "preempt_node: {node: node-2, grace_s: 100000}", "6: faults[0].preempt_node.grace_s:"),
+    ("kill_node: {node: node-2}", "freeze_worker: {node: node-2, local_rank: 5000}\n    duration_s: 2",
+     "6: faults[0].freeze_worker.local_rank:"),
 ])
 def test_absurd_sizes_and_counts_are_refused_with_the_maximum(tmp_path, old, new, where):
     refused(tmp_path, BASE.replace(old, new), where, "above the largest accepted value", "give at most")
