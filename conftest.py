@@ -37,12 +37,6 @@ KNOWN_FLAKY = {
     "tests/rendezvous/test_links.py::test_c10d_links_a_reset_link_to_a_live_agent_relinks_and_the_node_is_alive_again":
         "fresh-clone -n 2 run of 2026-11-25, with other test runs loading the machine beside it: the reset "
         "link's peer was not seen dead within 10 s; passed in every run before; cause not established",
-    "scenarios/preemption.yaml::preemption":
-        "add_node fires when the survivors' restart round trains (restart_count 1); with warm start that round "
-        "can train within the preempted node's 10-s grace, while node-2 still runs, and add_node refuses "
-        "('3 nodes running = max_nodes=3'): seen in 2 of 3 runs on 2026-11-28 (one on a loaded machine, one "
-        "alone), passed in the others and in every CI before. Fix to make: add_node waits for a preempted node "
-        "to go (up to its grace) before it counts the running nodes",
     "scenarios/oom_worker.yaml::oom_worker":
         "the memory_pressure ballast's second OOM kill: in a fresh-clone CI of 2026-11-25 the kernel killed the "
         "worker and, 11 ms later, the agent (pt_elastic): the ballast's write went on charging before its "
