@@ -11,6 +11,8 @@ completed by a new worker, broken down (chaosbench.checks.recovery) into detecti
 
   stock    torchrun, default rendezvous settings, bench/toy_ddp.py (rank 0 saves to disk every 5 steps)
   tuned    the reference trainer with the settings of docs/recovery.md (TUNED_* below)
+  tuned, previous  (--previous) the same without rejoin_at_once (torch's 0-0.3 s first-round jitter
+           before the survivors' re-rendezvous): the tuned case as it was, for the ratio in one run
   trainer, default rdzv  (--trainer-defaults) the reference trainer with torchrun's default
            rendezvous settings: shows what the rendezvous tuning alone is worth
 
@@ -32,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recovery_stats import Rep, measure, summarize, table  # noqa: E402
+from recovery_stats import PHASES, Rep, measure, ratio, summarize, table  # noqa: E402
 from recovery_stock import StockCluster  # noqa: E402
 
 from chaosbench.cluster import ClusterSpec, available_backends, create_cluster  # noqa: E402
@@ -44,7 +46,11 @@ STEP_SLEEP = 0.02   # both sides pace their steps alike, so lost steps compare a
 # (torch default 5 s x 3) and a round completes 1 s after min_nodes joined (default 30 s). Not 1 x 2:
 # a live agent's heartbeat is routinely 2 intervals old, so with 2 attempts agents expire themselves
 # after a round and a joining node is never admitted (docs/scenario-library.md).
-TUNED_RDZV = {"keep_alive_interval": 1, "keep_alive_max_attempt": 3, "last_call_timeout": 1, "join_timeout": 120}
+# rejoin_at_once: the survivors' re-rendezvous skips torch's first-round jitter (chaosbench/rendezvous/handler.py;
+# our c10d-links and etcd-v3 backends only, torch's c10d ignores it).
+TUNED_RDZV = {"keep_alive_interval": 1, "keep_alive_max_attempt": 3, "last_call_timeout": 1, "join_timeout": 120,
+              "rejoin_at_once": 1}
+PREVIOUS_RDZV = {k: v for k, v in TUNED_RDZV.items() if k != "rejoin_at_once"}
 TUNED_TRAINER = {"elastic.health_check_timeout_s": 3.0, "elastic.health_check_interval_steps": 1,
                  "checkpoint.memory_snapshot_interval": 5}
 COMMON_TRAINER = {"training.max_steps": 10**7, "training.step_sleep_s": STEP_SLEEP}
@@ -52,13 +58,14 @@ COMMON_TRAINER = {"training.max_steps": 10**7, "training.step_sleep_s": STEP_SLE
 
 @dataclass(frozen=True)
 class Case:
-    kind: str    # stock | stock-liveness | tuned | tuned-cold | tuned-polling | trainer-defaults
+    kind: str    # stock | stock-liveness | tuned | tuned-previous | tuned-cold | tuned-polling | trainer-defaults
     rdzv: str
     fault: str   # kill | pause
 
     @property
     def label(self) -> str:
-        name = {"stock": "stock torchrun+toy", "tuned": "tuned trainer", "tuned-cold": "tuned, cold start",
+        name = {"stock": "stock torchrun+toy", "tuned": "tuned trainer", "tuned-previous": "tuned, previous",
+                "tuned-cold": "tuned, cold start",
                 "tuned-polling": "tuned, no liveness", "stock-liveness": "stock toy + liveness",
                 "trainer-defaults": "trainer, default rdzv"}[self.kind]
         return f"{name}, {self.fault}"
@@ -93,12 +100,13 @@ def _make_cluster(case: Case, run_dir: Path, backend: str):
         return StockCluster(run_dir, case.rdzv, step_sleep=STEP_SLEEP)
     if case.kind == "stock-liveness":
         return StockCluster(run_dir, case.rdzv, step_sleep=STEP_SLEEP, liveness=True)
-    tuned = case.kind in ("tuned", "tuned-cold", "tuned-polling")
+    tuned = case.kind in ("tuned", "tuned-previous", "tuned-cold", "tuned-polling")
+    rdzv = PREVIOUS_RDZV if case.kind == "tuned-previous" else TUNED_RDZV
     spec = ClusterSpec(warm_start=case.kind != "tuned-cold",
                        run_id=f"rb{run_dir.name.replace('-', '')}"[:40], run_dir=run_dir, nodes=2, min_nodes=1,
                        max_nodes=2, rendezvous=case.rdzv, max_restarts=10,
                        trainer_overrides={**COMMON_TRAINER, **(TUNED_TRAINER if tuned else {})},
-                       rdzv_timeouts=({**TUNED_RDZV, **({"liveness_ttl": 0} if case.kind == "tuned-polling" else {})}
+                       rdzv_timeouts=({**rdzv, **({"liveness_ttl": 0} if case.kind == "tuned-polling" else {})}
                                       if tuned else {}))
     return create_cluster(backend, spec)
 
@@ -129,6 +137,23 @@ def run_rep(case: Case, idx: int, root: Path, args) -> Rep:
     return measure(run_dir, case.label, rdzv=case.rdzv, stock=case.kind == "stock", load=load, note=note)
 
 
+def previous_ratios(done) -> list[str]:
+    """'tuned' against 'tuned, previous' of the same rendezvous backend and fault: what rejoin_at_once is worth."""
+    by = {(s.case, s.rdzv): s.med for s in done}
+    out = []
+    for (case, rdzv), med in by.items():
+        if not case.startswith("tuned trainer, "):
+            continue
+        prev = by.get((case.replace("tuned trainer", "tuned, previous"), rdzv))
+        x = prev and ratio(prev["total_s"], med["total_s"])
+        if x:
+            phases = " ".join(f"{k[:-2]} {prev[k]:.3f}->{med[k]:.3f}" for k in PHASES[:-1]
+                              if prev[k] is not None and med[k] is not None)
+            out.append(f"# {case} on {rdzv}: {prev['total_s']:.3f} s previous -> {med['total_s']:.3f} s ({x:.2f}x); "
+                       f"{phases}")
+    return out
+
+
 def _cases(args) -> list[Case]:
     out = []
     for fault in args.faults:
@@ -137,6 +162,8 @@ def _cases(args) -> list[Case]:
             if (fault == "kill" or args.stock_pause) and not args.skip_stock and stock not in out:
                 out.append(stock)
             out.append(Case("tuned", rdzv, fault))
+            if args.previous:
+                out.append(Case("tuned-previous", rdzv, fault))
             if args.cold and fault == "kill":
                 out.append(Case("tuned-cold", rdzv, fault))
             if args.polling and rdzv == "etcd-v3":
@@ -179,6 +206,8 @@ def main(argv=None) -> int:
                     help="also pause a stock node (it does not recover: gloo waits 30 min; bounded by --stock-pause-bound)")
     ap.add_argument("--stock-pause-bound", type=float, default=45.0)
     ap.add_argument("--trainer-defaults", action="store_true", help="add the trainer with default rdzv settings")
+    ap.add_argument("--previous", action="store_true",
+                    help="add the tuned trainer without rejoin_at_once (as it was before): ratio in the same run")
     ap.add_argument("--cold", action="store_true",
                     help="add the tuned trainer without warm start (every worker a fresh `python -m trainer.train`)")
     ap.add_argument("--polling", action="store_true",
@@ -238,6 +267,8 @@ def main(argv=None) -> int:
                  and "kill" in s.case}
     print()
     print(table(done, baselines))
+    for line in previous_ratios(done):
+        print(line)
     print(f"# times in s (medians over reps; 'ok' = reps that trained again within the bound); lost = steps/"
           f"seconds of training redone; x stock = stock kill median / case median, same rdzv backend")
     print(f"# machine at end: {_machine()}  wall={time.monotonic() - t_start:.0f}s")

@@ -32,7 +32,7 @@ def create_c10d_links_handler(params: RendezvousParameters) -> RendezvousHandler
 
     _log_like_torch()
     backend, store = create_backend(params)
-    handler = round_store(create_handler(store, backend, params))
+    handler = round_store(create_handler(store, backend, params), params)
     handler._backend_name = params.backend   # torch checks the handler names the backend it was asked for
     host = params.get("link_host") or advertised_host(*parse_rendezvous_endpoint(params.endpoint, DEFAULT_PORT))
     return with_liveness(handler, LinkLiveness(store, repr(handler._this_node), host))

@@ -103,7 +103,7 @@ def create_etcd_v3_handler(params: RendezvousParameters) -> RendezvousHandler:
                          f"seconds; give e.g. liveness_ttl=2, or 0 to turn liveness off")
     _log_like_torch()
     backend, store = create_backend(params)
-    handler = round_store(create_handler(store, backend, params))
+    handler = round_store(create_handler(store, backend, params), params)
     if not ttl:
         return handler
     run_prefix = v3_run_prefix(params.run_id, params.get("key_prefix", DEFAULT_V3_PREFIX))

@@ -12,17 +12,61 @@ With the shared agent TCPStore (torch's default) two things go wrong when member
 
 So here rank 0 starts a new TCPStore server for every round (its workers of the previous round are
 already stopped) and publishes its address in the round's store; every other rank reads it there.
+
+``--rdzv-conf rejoin_at_once=1``: a *re*-rendezvous starts at once. torch sleeps a random 0-0.3 s
+before a rendezvous while the state's round is 0, to spread the agents of a job starting together;
+but the round number only moves on when every participant has left, so the first re-rendezvous after
+a node loss (the survivors of round 0) sleeps it too: 0.15 s on average, a third of the tuned
+trainer's local node-loss recovery (docs/recovery.md, "In-round time"). An agent's first rendezvous
+keeps the jitter; rounds, ranks and restarts are the same either way.
 """
 from __future__ import annotations
 
-from torch.distributed.elastic.rendezvous.api import RendezvousInfo, RendezvousStoreInfo
+import contextlib
+import logging
+import threading
+
+from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+from torch.distributed.elastic.rendezvous.api import RendezvousInfo, RendezvousParameters, RendezvousStoreInfo
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler
+
+log = logging.getLogger(__name__)
+FIRST_ROUND_JITTER = (0, 0.3)   # torch's next_rendezvous: `if state.round == 0: _delay(seconds=(0, 0.3))`
+_skipping = threading.local()   # per thread: the keep-alive thread's own delays are never touched
+
+
+def _delay(seconds) -> None:
+    """torch's `_delay`, except the first-round jitter of a re-rendezvous that asked to skip it."""
+    if getattr(_skipping, "jitter", False) and seconds == FIRST_ROUND_JITTER:
+        _skipping.jitter = False
+        log.info("re-rendezvous: torch's first-round jitter (0-0.3 s) skipped (rejoin_at_once)")
+        return
+    _torch_delay(seconds=seconds)
+
+
+_torch_delay = getattr(dynamic_rendezvous._delay, "torch_delay", dynamic_rendezvous._delay)   # once, if reloaded
+_delay.torch_delay = _torch_delay  # type: ignore[attr-defined]
+dynamic_rendezvous._delay = _delay
+
+
+@contextlib.contextmanager
+def _without_jitter(skip: bool):
+    _skipping.jitter = skip
+    try:
+        yield
+    finally:
+        _skipping.jitter = False
 
 
 class RoundStoreRendezvousHandler(DynamicRendezvousHandler):
+    rejoin_at_once = False     # rdzv-conf rejoin_at_once=1 (module doc)
+    rounds_joined = 0          # rendezvous this agent completed
+
     def next_rendezvous(self) -> RendezvousInfo:
         server_before = self._shared_tcp_store_server
-        info = super().next_rendezvous()
+        with _without_jitter(self.rejoin_at_once and self.rounds_joined > 0):
+            info = super().next_rendezvous()
+        self.rounds_joined += 1
         if not self.use_agent_store:      # torch then builds fresh bootstrap info every round itself
             return info
         store = info.store
@@ -39,8 +83,11 @@ class RoundStoreRendezvousHandler(DynamicRendezvousHandler):
         return RendezvousInfo(store, info.rank, info.world_size, boot)
 
 
-def round_store(handler: DynamicRendezvousHandler) -> RoundStoreRendezvousHandler:
+def round_store(handler: DynamicRendezvousHandler, params: RendezvousParameters | None = None
+                ) -> RoundStoreRendezvousHandler:
     """Turn the handler torch's create_handler built into ours (same state, one method differs);
-    this keeps torch's own parsing of every rdzv-conf key instead of copying it."""
+    this keeps torch's own parsing of every rdzv-conf key instead of copying it. `params`: read
+    `rejoin_at_once` from them (torch's own boolean parsing: 1/true/yes)."""
     handler.__class__ = RoundStoreRendezvousHandler
+    handler.rejoin_at_once = bool(params and params.get_as_bool("rejoin_at_once", False))  # type: ignore[attr-defined]
     return handler  # type: ignore[return-value]
