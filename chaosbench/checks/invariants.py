@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
 from chaosbench.checks.lineage import Lineage, Round, lineage
+from chaosbench.checks.quorum import quorum_run, silenced_by_fault
 from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.check_names import INVARIANTS as NAMES   # the names expect.relax may give
@@ -200,29 +201,35 @@ def completeness(h: History, e: Expect) -> CheckResult:
     horizon = float(stopped) if isinstance(stopped, (int, float)) else float("inf")
     stride = lin.stride or 1
     bad, unseen = [], []
+    # torchft: each node's replica group numbers its ranks from 0; a group a fault took leaves the others training
+    group = (lambda m: m.node) if quorum_run(h) else (lambda m: "")
     for r in lin.rounds:
         ranked = [m for m in r.members if m.rank is not None]
-        seen: dict[int, list] = {}
+        seen: dict[tuple, list] = {}
         for m in ranked:
-            seen.setdefault(m.rank, []).append(m)
+            seen.setdefault((group(m), m.rank), []).append(m)
             if m.world_size is not None and not 0 <= m.rank < m.world_size:
                 bad.append(f"round {r.index}: {m.label} claims rank {m.rank} of world size {m.world_size}")
-        bad += [f"round {r.index}: rank {k} claimed by {' and '.join(m.label for m in ms)}"
+        bad += [f"round {r.index}: rank {k[1]} claimed by {' and '.join(m.label for m in ms)}"
                 for k, ms in seen.items() if len(ms) > 1]
         if not r.trained or (r.first_step_at or 0) > horizon:
             continue
         if lin.observed and len(r.trained) < len(r.members):
             unseen.append(f"round {r.index}: {len(r.trained)} of {len(r.members)} processes print progress")
-            reporters = {m.rank for m in r.members}
+            reporters = {(group(m), m.rank) for m in r.members}
         else:
-            reporters = {m.rank for m in r.trained}
+            reporters = {(group(m), m.rank) for m in r.trained}
         for ws in sorted(r.sizes or ({r.world_size} - {None})):
-            if reporters != set(range(ws)):
-                bad.append(f"round {r.index} claims world size {ws}, but rank(s) {sorted(x for x in reporters if x is not None)} "
-                           "reported")
+            for g in sorted({k[0] for k in reporters}) or [""]:
+                ranks = {k[1] for k in reporters if k[0] == g}
+                if ranks != set(range(ws)):
+                    bad.append(f"round {r.index} claims world size {ws}, but rank(s) {sorted(x for x in ranks if x is not None)} "
+                               "reported" + (f" in {g}'s replica group" if g else ""))
         if lin.observed and len(r.trained) < len(r.members):
             continue
         for m in r.trained:
+            if group(m) and m.steps and silenced_by_fault(h, m.node, float(m.steps[-1]["ts"])):
+                continue   # its group was lost to a fault; the quorum trained on without it
             later = [(p, x) for p in r.trained if p is not m for x in p.steps
                      if int(x["step"]) > m.last_step + SILENT_SLACK * stride and x["ts"] <= horizon]
             if later:

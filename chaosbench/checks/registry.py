@@ -45,7 +45,7 @@ def check(name: str, *asked_by: str, always: bool = False, last: bool = False, h
 def _load() -> dict[str, CheckDef]:
     # importing the modules registers their checks; within each group below, in this import order
     from chaosbench.checks import fault_outcomes, recovery_checks, run_checks, detection, slowdown  # noqa: F401,I001
-    from chaosbench.checks import eviction, replicas, grace, settle  # noqa: F401,I001
+    from chaosbench.checks import eviction, replicas, grace, settle, quorum  # noqa: F401,I001
     from chaosbench.checks import invariants  # noqa: F401,I001
     from chaosbench.checks import integrity  # noqa: F401,I001
     unimplemented = (OPTIONAL.keys() | ALWAYS.keys()) - _REGISTRY.keys()

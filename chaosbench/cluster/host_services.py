@@ -16,6 +16,7 @@ from pathlib import Path
 from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.launch import S3_BUCKET
 from chaosbench.cluster.services_api import create_routes, etcd_ready, proxy_ready, s3_ready, wait_until
+from chaosbench.services import lighthouse
 from chaosbench.services.etcd_server import EtcdServer
 from chaosbench.services.ports import free_ports
 
@@ -26,14 +27,15 @@ ACTIONS = ("kill", "start", "pause", "unpause")
 class ServiceProcess:
     """A python service subprocess in its own session; restartable on the same port."""
 
-    def __init__(self, name: str, argv: list[str], log: Path):
-        self.name, self.argv, self.log = name, argv, log
+    def __init__(self, name: str, argv: list[str], log: Path, env: dict[str, str] | None = None):
+        self.name, self.argv, self.log, self.env = name, argv, log, env
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
+                                         stdin=subprocess.DEVNULL, start_new_session=True, cwd=REPO,
+                                         env=self.env)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -99,6 +101,19 @@ class HostServices(ServiceEndpoints):
         wait_until("fault proxy", lambda: proxy_ready(self.proxy_api), 30, hint)
         self._create_routes()
         wait_until("etcd through the proxy", lambda: etcd_ready(f"http://{h}:{self.ports['proxy_etcd']}"), 30, hint)
+
+    def start_lighthouse(self, env: dict[str, str] | None = None) -> None:
+        """torchft's Lighthouse (trainer.launcher torchft), with `env` where torchft is importable (the job's
+        packages: cluster/jobenv); stopped with the others."""
+        self.ports["lighthouse"] = free_ports(1, self.host)[0]
+        svc = ServiceProcess("lighthouse", lighthouse.argv(sys.executable, self.host, self.ports["lighthouse"]),
+                             self.logs / "lighthouse.log", env)
+        self.processes["lighthouse"] = svc
+        svc.start()
+        url = f"http://{self.host}:{self.ports['lighthouse']}"
+        wait_until("torchft Lighthouse", lambda: lighthouse.ready(url) or not svc.alive(), 60, f"; see {svc.log}")
+        if not svc.alive():
+            raise ClusterError(f"torchft's Lighthouse exited at start; see {svc.log}")
 
     def _create_routes(self) -> None:
         h = self.host

@@ -148,6 +148,9 @@ class Watcher:
         if m:
             self.prefixed = True
             self._worker_line(int(m.group(1)), m.group(2))
+            # a framework that runs in the workers (torchft's Manager) logs its quorums there
+            for event, fields in getattr(self.adapter, "worker_line", lambda _t: [])(m.group(2)):
+                self._emit_agent(event, **fields)
         else:
             self._agent_line(text)
             if not self.prefixed and not self.agent_only:   # a raw command's own output; under --tee unprefixed lines are the agent's

@@ -25,6 +25,7 @@ OPTIONAL: dict[str, tuple[str, ...]] = {
     "replicas_agree": ("replicas_agree",),
     "saved_within_grace": ("saved_within_grace",),
     "trains_after_settle": ("trains_after_settle",),
+    "quorum_recovery": ("quorum_recovery", "max_heal_seconds"),
 }
 # checks every run gets whatever `expect` says; a key may still tune one (ends: the expected ending)
 ALWAYS: dict[str, tuple[str, ...]] = {

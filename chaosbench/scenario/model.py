@@ -424,6 +424,11 @@ class Expect(Strict):
                                         "job rolled back to a step where they did (checks/replicas.py)")
     saved_within_grace: bool | None = Field(None, description="per preempt_node fault: a checkpoint saved between "
                                             "the notice and the kill, and restored (checks/grace.py)")
+    quorum_recovery: bool | None = Field(None, description="torchft: no survivor restarts, the quorum shrinks at "
+                                         "each fault and grows back, the returning group heals from a live peer "
+                                         "(checks/quorum.py)")
+    max_heal_seconds: float | None = Field(None, gt=0, le=MAX_S, description="torchft: per fault, injection -> the "
+                                           "returning group's heal done (implies quorum_recovery)")
     max_stall_seconds: float | None = Field(None, gt=0, allow_inf_nan=False, description="the longest the world may go "
                                             "without a step away from a fault (invariant:liveness; default: from the "
                                             "measured step time, docs/result.md)")

@@ -23,8 +23,9 @@ from chaosbench.cluster.jobenv import probe as jobenv_probe
 from chaosbench.cluster.base import Cluster, ClusterSpec
 from chaosbench.cluster.errors import ClusterError, UnsupportedFault
 from chaosbench.cluster.docker.compose_file import (MEMORY_IN_NODE, ETCD_PORT, GO_FILE, go_file_of, DEFAULT_CPU_SHARES, NVME_IN_NODE, PROXY_API_PORT, PROXY_ETCD_PORT,
-                                             PROXY_S3_PORT, S3_PORT, SERVICES, ComposePlan, clock_of, dump,
-                                             rdzv_endpoint, render, render_gpu_override)
+                                             PROXY_S3_PORT, S3_PORT, LIGHTHOUSE, ComposePlan, clock_of, dump,
+                                             rdzv_endpoint, render, render_gpu_override, services_for)
+from chaosbench.services import lighthouse
 from chaosbench.cluster.docker.cli import compose, compose_cmd, docker, leftovers, remove_project, sweep
 from chaosbench.cluster.host_services import ServiceEndpoints
 from chaosbench.cluster.node import scripts
@@ -149,7 +150,7 @@ class DockerCluster(Cluster):
         for attempt in range(3):
             try:
                 # the nodes too: they start now, next to the services, and wait for the go file
-                compose(self.project, self._files, "up", "-d", "--no-recreate", *SERVICES, *self._nodes,
+                compose(self.project, self._files, "up", "-d", "--no-recreate", *services_for(self.spec), *self._nodes,
                         timeout=300)
                 break
             except ClusterError as exc:   # another run took the subnet between our check and `up`
@@ -170,6 +171,9 @@ class DockerCluster(Cluster):
         self._create_routes()
         wait_until("etcd through the proxy",
                    lambda: etcd_ready(f"http://{self.plan.ip('toxiproxy')}:{PROXY_ETCD_PORT}"), 90, hint)
+        if LIGHTHOUSE in services_for(self.spec):
+            wait_until("torchft Lighthouse", lambda: lighthouse.ready(f"http://{self.plan.ip(LIGHTHOUSE)}:{lighthouse.PORT}"),
+                       90, hint)
 
     def _create_routes(self) -> None:
         create_routes(self.proxy_api, {
@@ -251,7 +255,7 @@ class DockerCluster(Cluster):
             return
         logs = self.run_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        names = [*SERVICES, *self._nodes]
+        names = [*services_for(self.spec), *self._nodes]
         # one docker CLI per container and call: in parallel, the collection of a 3-node run takes the
         # time of its slowest container instead of the sum of twelve (CHANGELOG.md, harness speed)
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
@@ -305,7 +309,7 @@ class DockerCluster(Cluster):
         return NVME_IN_NODE
 
     def _cut_targets(self, node: str, peers: list[str] | None) -> list[str]:
-        names = peers if peers is not None else [n for n in self._nodes if n != node] + list(SERVICES)
+        names = peers if peers is not None else [n for n in self._nodes if n != node] + list(services_for(self.spec))
         return [self.plan.ip(SERVICE_ALIASES.get(p, p)) for p in names]
 
     def _link_targets(self, node: str, to: str, peer: str | None) -> tuple[str, list[str]]:

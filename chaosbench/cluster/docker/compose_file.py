@@ -21,6 +21,7 @@ from chaosbench.cluster.docker.images import REPO, SOURCE_MOUNT
 from chaosbench.cluster.node.clock import CLOCK_DIR_IN_NODE, node_clock
 from chaosbench.cluster.launch import S3_BUCKET, gated, hosts_store, is_warm, node_plan
 from chaosbench.cluster.docker.venv_volume import VENV_IN_IMAGE
+from chaosbench.services import lighthouse
 
 ETCD_PORT, PROXY_API_PORT, S3_PORT, C10D_PORT = 2379, 8474, 5000, 29400
 # Ports the proxy listens on inside its container for the two routes.
@@ -30,6 +31,12 @@ WORKDIR_IN_NODE = "/workspace"   # the user's project (trainer.workdir), read-on
 CONTROL_IN_NODE, GO_FILE = "/chaosbench/control", "go"   # the run's go signal (launch.gated), read-only
 READY_IN_NODE = "/chaosbench/ready"   # where a warm-start node says its imports are done (one file per node)
 SERVICES = ("etcd", "toxiproxy", "s3")
+LIGHTHOUSE = "lighthouse"   # torchft's Lighthouse, only where trainer.launcher is torchft (services/lighthouse.py)
+
+
+def services_for(spec: ClusterSpec) -> tuple[str, ...]:
+    """The run's service containers: etcd, the proxy, S3, and the Lighthouse for torchft."""
+    return SERVICES + ((LIGHTHOUSE,) if spec.launcher == "torchft" else ())
 
 
 # A held standby boots at the lowest CPU weight: on one host it takes only what the training leaves
@@ -62,7 +69,7 @@ class ComposePlan:
 
     def ip(self, name: str) -> str:
         hosts = list(self.subnet.hosts())
-        fixed = {"etcd": 2, "toxiproxy": 3, "s3": 4}
+        fixed = {"etcd": 2, "toxiproxy": 3, "s3": 4, LIGHTHOUSE: 5}
         if name in fixed:
             return str(hosts[fixed[name] - 1])
         return str(hosts[9 + int(name.rsplit("-", 1)[1])])   # node-i -> .10+i
@@ -80,6 +87,8 @@ class ComposePlan:
 
 
 def rdzv_endpoint(plan: ComposePlan, spec: ClusterSpec) -> str:
+    if spec.launcher == "torchft":   # no cross-node rendezvous: the groups' quorum is the Lighthouse's
+        return f"{plan.ip(LIGHTHOUSE)}:{lighthouse.PORT}"
     if hosts_store(spec.rendezvous):
         return f"{plan.ip('node-0')}:{C10D_PORT}"    # node-0's agent hosts the c10d store
     return f"{plan.ip('toxiproxy')}:{PROXY_ETCD_PORT}"   # etcd, through the fault proxy
@@ -195,6 +204,9 @@ def render(plan: ComposePlan, spec: ClusterSpec, nodes: list[str]) -> dict:
     else:
         services["toxiproxy"] = _service(plan, "toxiproxy", "proxy", [
             "python", "-m", "chaosbench.proxy", "--host", "0.0.0.0", "--port", str(PROXY_API_PORT)])
+    if LIGHTHOUSE in services_for(spec):   # torchft's own server: runs where the job's packages are
+        services[LIGHTHOUSE] = _service(plan, LIGHTHOUSE, LIGHTHOUSE, lighthouse.argv("python", "0.0.0.0", lighthouse.PORT))
+        services[LIGHTHOUSE]["image"] = plan.job_image or plan.image   # its PYTHONPATH has torchft
     for node in nodes:
         services[node] = node_service(plan, spec, node)
     doc = {

@@ -91,6 +91,8 @@ class LocalCluster(Cluster):
         self.services = HostServices("127.0.0.1", self.run_dir / "nodes" / "etcd-data", self.run_dir / "logs",
                                      f"etcd-{self.project}")
         self.services.start()
+        if self.spec.launcher == "torchft":   # the replica groups' quorum (services/lighthouse.py)
+            self.services.start_lighthouse(jobenv.job_env(os.environ, self._jobenv) if self._jobenv else None)
         self._c10d_port = free_ports(1)[0]
         for node in self._nodes:
             self._make_dirs(node)
@@ -107,6 +109,8 @@ class LocalCluster(Cluster):
         ports = self.services.ports
         endpoint = (f"127.0.0.1:{self._c10d_port}" if hosts_store(self.spec.rendezvous)
                     else f"127.0.0.1:{ports['proxy_etcd']}")
+        if "lighthouse" in ports:   # torchft: no cross-node rendezvous, the Lighthouse keeps the quorum
+            endpoint = f"127.0.0.1:{ports['lighthouse']}"
         plan = node_plan(self.spec, node, python=sys.executable, rdzv_endpoint=endpoint,
                          s3_url=f"http://127.0.0.1:{ports['proxy_s3']}",
                          events_dir=str(self.events_dir), nvme_dir=str(self._nvme[node]),

@@ -1,0 +1,115 @@
+"""Recovery without restarts (torchft): replica groups keep a quorum through a Lighthouse; a lost group drops out,
+the survivors train on in the same processes, and a group that comes back heals from a live peer.
+
+Judged from the record alone: worker incarnations (every event's node/local_rank/pid), the agent events the
+torchft log adapter writes (`quorum_change` with `replicas`, `heal_start`, `heal_done`: launchers/torchft.py)
+and the fault log. A run without quorum events is not evaluated, never passed.
+"""
+from __future__ import annotations
+
+from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
+from chaosbench.checks.history import History
+from chaosbench.checks.registry import check
+from chaosbench.result import CheckResult, Recovery
+from chaosbench.scenario.model import Expect
+
+
+def fault_nodes(h: History) -> set[str]:
+    """The nodes a fault acted on (their restarts are the fault's; any other node is a survivor)."""
+    return {str(f.params.get("node") or f.target) for f in h.faults}
+
+
+def quorum_run(h: History) -> bool:
+    """The job keeps a quorum of replica groups (torchft): each node's group numbers its own ranks from 0, and a
+    lost group leaves the others training in the same round (there is no world-wide restart)."""
+    launcher = ((h.scenario or {}).get("trainer") or {}).get("launcher")
+    return launcher == "torchft" or any(e.get("event") == "quorum_change" for e in h.agent_events)
+
+
+def silenced_by_fault(h: History, node: str, last_ts: float, tol_s: float = 2.0) -> str | None:
+    """The fault that silenced a node's group (it acted on that node no later than tol_s after its last report)."""
+    for f in h.faults:
+        if str(f.params.get("node") or f.target) == node and f.injected_at <= last_ts + tol_s:
+            if f.healed_at is None or f.healed_at >= last_ts - tol_s:
+                return f.id
+    return None
+
+
+def survivor_restarts(h: History) -> dict[str, int]:
+    """node/localN -> extra incarnations, for workers on nodes no fault touched."""
+    hit, slots = fault_nodes(h), {}
+    for node, lr, pid, gen in h.incarnation_starts():
+        if node not in hit:
+            slots.setdefault(f"{node}/local{lr}", set()).add((pid, gen))
+    return {k: len(v) - 1 for k, v in slots.items() if len(v) > 1}
+
+
+def quorum_path(h: History, node: str | None = None) -> list[tuple[float, int]]:
+    """(ts, replica groups) at each quorum change, as one node's groups saw them (default: all, by time)."""
+    evs = [e for e in h.agent_events if e.get("event") == "quorum_change" and (node is None or e.get("node") == node)]
+    return [(float(e["ts"]), int(e.get("replicas", 0))) for e in sorted(evs, key=lambda e: e["ts"])]
+
+
+def heals(h: History, after: float) -> list[tuple[str, float, float | None, int | None]]:
+    """(node, heal_start ts, heal_done ts or None, step healed to) of every heal begun after `after`."""
+    out, open_ = [], {}
+    for e in sorted(h.agent_events, key=lambda e: e["ts"]):
+        if e["ts"] < after or e.get("event") not in ("heal_start", "heal_done"):
+            continue
+        node = str(e.get("node"))
+        if e["event"] == "heal_start":
+            open_[node] = len(out)
+            out.append((node, float(e["ts"]), None, e.get("step")))
+        elif node in open_:
+            i = open_.pop(node)
+            out[i] = (out[i][0], out[i][1], float(e["ts"]), out[i][3])
+    return out
+
+
+@check("quorum_recovery", "quorum_recovery", "max_heal_seconds", needs="events, torchft quorum events")
+def quorum_recovery(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
+    """Survivors never restart; the quorum shrinks at the fault and grows back; the returning group heals from a peer."""
+    if not e.quorum_recovery and e.max_heal_seconds is None:
+        return None
+    name = "quorum_recovery"
+    expected = "no survivor restarts; quorum shrinks then grows back; the returning group heals from a live peer" + (
+        f" within {e.max_heal_seconds:g} s of the fault" if e.max_heal_seconds is not None else "")
+    if not h.events:
+        return not_evaluated(name, expected, NO_EVENTS)
+    if not h.faults:
+        return not_evaluated(name, expected, "no fault was injected: there is no recovery to judge")
+    path = quorum_path(h)
+    if not path:
+        return not_evaluated(name, expected, "no quorum_change agent events (agent-*.jsonl): the torchft log adapter "
+                                             "saw no quorum; run the job under trainer.launcher torchft with torchft's "
+                                             "INFO logging on")
+    restarts = survivor_restarts(h)
+    if restarts:
+        return failed(name, expected, sum(restarts.values()), "survivors restarted: " + ", ".join(
+            f"{k} x{v}" for k, v in sorted(restarts.items())))
+    full = max(n for _, n in path)
+    lines = []
+    for f in h.faults:
+        before = [n for ts, n in path if ts < f.injected_at]
+        after = [(ts, n) for ts, n in path if ts >= f.injected_at]
+        shrink = next(((ts, n) for ts, n in after if n < (before[-1] if before else full)), None)
+        if shrink is None:
+            return failed(name, expected, "no shrink", f"{f.id}: the quorum never lost a group after the fault "
+                          f"({[n for _, n in after] or 'no quorum change'})")
+        grow = next(((ts, n) for ts, n in after if ts > shrink[0] and n == full), None)
+        if grow is None:
+            return failed(name, expected, f"{shrink[1]} of {full}", f"{f.id}: the quorum shrank to {shrink[1]} "
+                          f"{shrink[0] - f.injected_at:.2f} s after the fault and never grew back to {full}")
+        healed = [x for x in heals(h, f.injected_at) if x[1] <= grow[0] + 1.0]
+        if not healed or healed[0][2] is None:
+            return failed(name, expected, "no heal", f"{f.id}: the quorum grew back to {full} without a completed "
+                          f"heal from a live peer (heal_start/heal_done)")
+        node, start, done, step = healed[0]
+        took = done - f.injected_at
+        if e.max_heal_seconds is not None and took > e.max_heal_seconds:
+            return failed(name, expected, round(took, 2), f"{f.id}: {node} healed {took:.2f} s after the fault, over "
+                          f"{e.max_heal_seconds:g} s")
+        lines.append(f"{f.id}: quorum {full} -> {shrink[1]} after {shrink[0] - f.injected_at:.2f} s, back to {full} "
+                     f"after {grow[0] - f.injected_at:.2f} s; {node} healed to step {step} from a peer in "
+                     f"{done - start:.3f} s, {took:.2f} s after the fault")
+    return passed(name, expected, "; ".join(lines), "no survivor restarted; " + "; ".join(lines))
