@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from recovery_split import SPLIT  # noqa: E402
 from recovery_stats import PHASES, Rep, measure, ratio, summarize, table  # noqa: E402
 from recovery_stock import StockCluster  # noqa: E402
 
@@ -41,6 +42,7 @@ from chaosbench.cluster import ClusterSpec, available_backends, create_cluster  
 from chaosbench.observer.tail import read_events  # noqa: E402
 
 KILLED = "node-1"   # with c10d, node-0's agent hosts the rendezvous store (launch.py): lose the other one
+SURVIVOR = "node-0"
 STEP_SLEEP = 0.02   # both sides pace their steps alike, so lost steps compare and the CPU is not saturated
 # torchrun --rdzv-conf for the tuned case: a dead node's keep-alive expires after 1 s x 3 attempts
 # (torch default 5 s x 3) and a round completes 1 s after min_nodes joined (default 30 s). Not 1 x 2:
@@ -134,7 +136,8 @@ def run_rep(case: Case, idx: int, root: Path, args) -> Rep:
             time.sleep(0.3)   # let the other first-incarnation events (restore on every rank) land
         except TimeoutError as exc:
             note = str(exc)
-    return measure(run_dir, case.label, rdzv=case.rdzv, stock=case.kind == "stock", load=load, note=note)
+    return measure(run_dir, case.label, rdzv=case.rdzv, stock=case.kind == "stock", load=load, note=note,
+                   agent_log=run_dir / "logs" / f"{SURVIVOR}.log")
 
 
 def previous_ratios(done) -> list[str]:
@@ -151,6 +154,16 @@ def previous_ratios(done) -> list[str]:
                               if prev[k] is not None and med[k] is not None)
             out.append(f"# {case} on {rdzv}: {prev['total_s']:.3f} s previous -> {med['total_s']:.3f} s ({x:.2f}x); "
                        f"{phases}")
+    return out
+
+
+def split_lines(done) -> list[str]:
+    """Each case's rendezvous phase split by the survivor agent's log (recovery_split.py), where it has one."""
+    out = []
+    for s in done:
+        parts = [f"{k[:-2]} {s.med[k]:.3f}" for k in SPLIT if s.med.get(k) is not None]
+        if parts:
+            out.append(f"# rendezvous phase of {s.case} on {s.rdzv}: " + " / ".join(parts) + " s (medians)")
     return out
 
 
@@ -267,7 +280,7 @@ def main(argv=None) -> int:
                  and "kill" in s.case}
     print()
     print(table(done, baselines))
-    for line in previous_ratios(done):
+    for line in previous_ratios(done) + split_lines(done):
         print(line)
     print(f"# times in s (medians over reps; 'ok' = reps that trained again within the bound); lost = steps/"
           f"seconds of training redone; x stock = stock kill median / case median, same rdzv backend")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from chaosbench.checks.history import History
 from chaosbench.checks.recovery import recoveries
+from recovery_split import SPLIT, split
 
 PHASES = ("detection_s", "rendezvous_s", "restore_s", "first_step_s", "total_s")
 
@@ -31,14 +32,19 @@ class Rep:
     lost_steps: int | None = None
     lost_s: float | None = None
     tier: str | None = None
+    notice_s: float | None = None      # the rendezvous phase split by the survivor agent's log (recovery_split.py)
+    stop_s: float | None = None
+    round_s: float | None = None
+    start_s: float | None = None
     load: float | None = None          # 1-minute load average when the fault was injected
     note: str = ""
     injected: bool = True              # False: the rep broke before its fault (start-up), not a recovery
 
 
 def measure(run_dir: Path, case: str, rdzv: str = "", stock: bool = False, load: float | None = None,
-            note: str = "") -> Rep:
-    """The first fault's recovery in run_dir (events/ + faults.jsonl)."""
+            note: str = "", agent_log: Path | None = None) -> Rep:
+    """The first fault's recovery in run_dir (events/ + faults.jsonl); `agent_log`: a survivor's node
+    log, to split the rendezvous phase (recovery_split.py)."""
     h = History.load(run_dir)
     rep = Rep(case=case, rdzv=rdzv, stock=stock, load=load, note=note)
     recs = recoveries(h)
@@ -55,6 +61,11 @@ def measure(run_dir: Path, case: str, rdzv: str = "", stock: bool = False, load:
     for k in PHASES:
         setattr(rep, k, getattr(r, k))
     rep.lost_steps, rep.tier = r.lost_steps, r.tier
+    if agent_log is not None and r.detection_s is not None and r.rendezvous_s is not None:
+        t0 = h.faults[0].injected_at
+        sign = t0 + r.detection_s
+        for k, v in split(agent_log, t0, sign, sign + r.rendezvous_s).items():
+            setattr(rep, k, v)
     rep.lost_s = _lost_seconds(h, r.step_before_fault, r.restored_step)
     return rep
 
@@ -101,7 +112,7 @@ def summarize(reps: list[Rep]) -> Summary:
     s = Summary(case=reps[0].case, rdzv=reps[0].rdzv, stock=reps[0].stock, reps=len(injected),
                 recovered=sum(r.total_s is not None for r in injected), start_failures=len(reps) - len(injected))
     reps = injected
-    s.med = {k: median(getattr(r, k) for r in reps) for k in PHASES}
+    s.med = {k: median(getattr(r, k) for r in reps) for k in PHASES + SPLIT}
     s.lost_steps = median(r.lost_steps for r in reps)
     s.lost_s = median(r.lost_s for r in reps)
     s.tiers = ",".join(sorted({r.tier for r in reps if r.tier}))
