@@ -12,7 +12,8 @@ completed by a new worker, broken down (chaosbench.checks.recovery) into detecti
   stock    torchrun, default rendezvous settings, bench/toy_ddp.py (rank 0 saves to disk every 5 steps)
   tuned    the reference trainer with the settings of docs/recovery.md (TUNED_* below)
   tuned, previous  (--previous) the same without rejoin_at_once (torch's 0-0.3 s first-round jitter
-           before the survivors' re-rendezvous): the tuned case as it was, for the ratio in one run
+           before the survivors' re-rendezvous) and with torchrun's 0.1-s monitor interval, not 0.05 s:
+           the tuned case as it was until 2026-11-28, for the ratio in one run
   trainer, default rdzv  (--trainer-defaults) the reference trainer with torchrun's default
            rendezvous settings: shows what the rendezvous tuning alone is worth
 
@@ -53,6 +54,9 @@ STEP_SLEEP = 0.02   # both sides pace their steps alike, so lost steps compare a
 TUNED_RDZV = {"keep_alive_interval": 1, "keep_alive_max_attempt": 3, "last_call_timeout": 1, "join_timeout": 120,
               "rejoin_at_once": 1}
 PREVIOUS_RDZV = {k: v for k, v in TUNED_RDZV.items() if k != "rejoin_at_once"}
+# torchrun's agent looks at its workers (and asks the rendezvous for dead members) every monitor
+# interval: 0.1 s (chaosbench's launcher default) is up to 0.1 s between a failed worker and the restart
+TUNED_LAUNCHER = ["--monitor-interval=0.05"]
 TUNED_TRAINER = {"elastic.health_check_timeout_s": 3.0, "elastic.health_check_interval_steps": 1,
                  "checkpoint.memory_snapshot_interval": 5}
 COMMON_TRAINER = {"training.max_steps": 10**7, "training.step_sleep_s": STEP_SLEEP}
@@ -103,10 +107,12 @@ def _make_cluster(case: Case, run_dir: Path, backend: str):
     if case.kind == "stock-liveness":
         return StockCluster(run_dir, case.rdzv, step_sleep=STEP_SLEEP, liveness=True)
     tuned = case.kind in ("tuned", "tuned-previous", "tuned-cold", "tuned-polling")
-    rdzv = PREVIOUS_RDZV if case.kind == "tuned-previous" else TUNED_RDZV
+    previous = case.kind == "tuned-previous"
+    rdzv = PREVIOUS_RDZV if previous else TUNED_RDZV
     spec = ClusterSpec(warm_start=case.kind != "tuned-cold",
                        run_id=f"rb{run_dir.name.replace('-', '')}"[:40], run_dir=run_dir, nodes=2, min_nodes=1,
                        max_nodes=2, rendezvous=case.rdzv, max_restarts=10,
+                       launcher_args=list(TUNED_LAUNCHER) if tuned and not previous else [],
                        trainer_overrides={**COMMON_TRAINER, **(TUNED_TRAINER if tuned else {})},
                        rdzv_timeouts=({**rdzv, **({"liveness_ttl": 0} if case.kind == "tuned-polling" else {})}
                                       if tuned else {}))
@@ -220,7 +226,7 @@ def main(argv=None) -> int:
     ap.add_argument("--stock-pause-bound", type=float, default=45.0)
     ap.add_argument("--trainer-defaults", action="store_true", help="add the trainer with default rdzv settings")
     ap.add_argument("--previous", action="store_true",
-                    help="add the tuned trainer without rejoin_at_once (as it was before): ratio in the same run")
+                    help="add the tuned trainer as it was before (no rejoin_at_once, 0.1-s monitor interval): ratio in one run")
     ap.add_argument("--cold", action="store_true",
                     help="add the tuned trainer without warm start (every worker a fresh `python -m trainer.train`)")
     ap.add_argument("--polling", action="store_true",
@@ -248,7 +254,8 @@ def main(argv=None) -> int:
     root.mkdir(parents=True, exist_ok=True)
     print(f"# machine: {_machine()}")
     print(f"# reps={args.reps} backend={args.backend} nodes=2x1 killed={KILLED} warm_steps={args.warm_steps} "
-          f"step_sleep={STEP_SLEEP}s tuned rdzv-conf={TUNED_RDZV} tuned trainer={TUNED_TRAINER}")
+          f"step_sleep={STEP_SLEEP}s tuned rdzv-conf={TUNED_RDZV} tuned launcher={TUNED_LAUNCHER} "
+          f"tuned trainer={TUNED_TRAINER}")
     reps: dict[Case, list[Rep]] = {c: [] for c in cases}
     t_start = time.monotonic()
     try:
