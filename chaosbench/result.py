@@ -142,6 +142,9 @@ class RunResult(BaseModel):
     clock_skew: dict[str, dict[str, Any]] = Field(default_factory=dict)
     # symlinks found in the run directory: parts the analyse step and the report refused to read
     links: list[str] = Field(default_factory=list)
+    # name==version of the job's own packages (trainer.requirements and what they pulled in, a launcher's
+    # pins) as installed in its nodes (cluster/jobenv); [] when it declared none
+    job_packages: list[str] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=lambda: {"report": "report.html", "junit": "junit.xml",
                                                            "events": "events", "logs": "logs"})
 

@@ -132,6 +132,8 @@ class Runner:
             self.say("cluster up; starting training")
             cluster.start_training()
             self.harness["training_started_at"] = time.time()
+            if cluster.job_packages:   # the job's own packages, as installed in its nodes (cluster/jobenv)
+                self.harness["job_packages"] = cluster.job_packages
             if cluster.ready_wait:   # docker: how long the go waited for the nodes' imports
                 self.harness["ready_wait"] = cluster.ready_wait
             self.progress.phase = "training"
@@ -229,7 +231,7 @@ class Runner:
                 command=self.opts.command or f"chaosbench run {self.path} --backend {backend} --seed {self.seed}",
                 started_at=started, finished_at=finished, duration_s=round(finished - started, 3),
                 error=error, ending=self.harness.get("ending"), stop_reason=self.harness.get("stop_reason"),
-                faults=list(self.records.values()))
+                faults=list(self.records.values()), job_packages=self.harness.get("job_packages", []))
         # the same judgement `chaosbench recheck` makes later: one analyse step (chaosbench/analyse.py)
         result = analyse(self.run_dir, self.s.expect, base, say=self.say, record_stop=True).result
         self.progress.checks_pending = 0

@@ -113,6 +113,7 @@ class Cluster(UpDown, NodePrimitives, PreemptionPrimitives, WorkerPrimitives, Cp
     #: set by start_training() where the go waits for the nodes' imports (docker): waited_s, not_ready,
     #: not_running; the runner records it in harness.json
     ready_wait: dict | None = None
+    job_packages: list[str] | None = None   # name==version of the job's own packages as installed (cluster/jobenv)
     #: primitive -> why this backend cannot do it (said by UnsupportedFault)
     unsupported_why: dict[str, str] = {}
     #: where etcd, S3 and the proxy are once up: an object with .proxy_api and .s3_endpoint

@@ -66,9 +66,10 @@ def _gpus_available() -> bool:
 IMAGE_NEEDS = {"etcd-v3": ("torch", "etcd3"), "etcd": ("torch", "etcd"), "etcd-v2": ("torch", "etcd")}
 
 
-def check_trainer_image(image: str, rendezvous: str, requirements: list[str] = ()) -> None:
+def check_trainer_image(image: str, rendezvous: str, requirements: list[str] = ()) -> list[str]:
     """trainer.image: present locally and its python3 imports what the nodes will run, before a cluster
-    starts (otherwise every node exits at once and the run only says 'exited:1')."""
+    starts (otherwise every node exits at once and the run only says 'exited:1'); returns name==version
+    of the job's requirements found in it."""
     if not docker("images", "-q", image, check=False).strip():
         raise ClusterError(f"trainer.image {image!r} is not among the local docker images (none is pulled "
                            f"here); build it (`docker build -t {image} .`) or fix the name")
@@ -93,6 +94,8 @@ def check_trainer_image(image: str, rendezvous: str, requirements: list[str] = (
             raise ClusterError(f"trainer.image {image!r} lacks {', '.join(lacking)} of trainer.requirements: "
                                f"chaosbench installs the job's packages into its own node image only; add "
                                f"them to your image (RUN pip install {' '.join(lacking)}), or drop trainer.image")
+        return jobenv_probe.versions(out)
+    return []
 
 
 NO_NETEM = ("neither sch_netem nor nfnetlink_queue + the NFQUEUE target on this kernel; loss_pct and rate_kbit "
@@ -131,10 +134,12 @@ class DockerCluster(Cluster):
     def _start(self) -> None:
         image = self._image or images.node_image()
         if self.spec.trainer_image:
-            check_trainer_image(self.spec.trainer_image, self.spec.rendezvous, self.spec.requirements)
+            self.job_packages = check_trainer_image(self.spec.trainer_image, self.spec.rendezvous,
+                                                    self.spec.requirements)
         job_image = None
         if self.spec.requirements and not self.spec.trainer_image:   # built (or found) before any container
             job_image = jobenv.docker_image(image, self.spec.requirements, self.spec.requirements_origin)
+            self.job_packages = jobenv.packages(job_image)
         (self.run_dir / "events").mkdir(parents=True, exist_ok=True)
         self.compose_dir.mkdir(parents=True, exist_ok=True)
         self.plan = ComposePlan(

@@ -12,7 +12,7 @@ from chaosbench.cluster.jobenv.reqs import Refused, merged, parse_file
 from chaosbench.cluster.jobenv.resolve import PipFailed
 
 __all__ = ["PREFIX_IN_IMAGE", "PipFailed", "Refused", "docker_image", "job_env", "local_prefix", "requirements",
-           "requirements_path"]
+           "packages", "requirements_path"]
 
 
 def requirements_path(requirements_file: str, scenario_dir: Path | None) -> Path:
@@ -38,3 +38,12 @@ def docker_image(node_image: str, reqs: list[str], origin: str = "") -> str:
 def local_prefix(reqs: list[str], origin: str = "") -> Path:
     from chaosbench.cluster.jobenv.local import local_prefix as install
     return install(reqs, origin)
+
+
+def packages(image_or_prefix: str | Path) -> list[str]:
+    """name==version of the job's packages as installed in a job image (a tag) or a local prefix (a Path)."""
+    if isinstance(image_or_prefix, Path):
+        from chaosbench.cluster.jobenv.local import prefix_packages
+        return prefix_packages(image_or_prefix)
+    from chaosbench.cluster.jobenv.image import image_packages
+    return image_packages(image_or_prefix)

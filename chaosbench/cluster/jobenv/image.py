@@ -19,13 +19,14 @@ from chaosbench.cluster import owner as owner_mod
 from chaosbench.cluster.docker import images
 from chaosbench.cluster.docker.cli import docker
 from chaosbench.cluster.errors import ClusterError
-from chaosbench.cluster.jobenv import env as env_mod, resolve
+from chaosbench.cluster.jobenv import env as env_mod, probe, resolve
 
 REPO_NAME = "chaosbench/job"
 RECIPE = "jobenv-1"          # bump when the way an image is made changes: old tags stop matching
 BUILD_PREFIX = "cb-jobenv-build-"   # build containers' names; their owner label says whose they are
 OWNER_LABEL = "io.chaosbench.jobenv.owner"
 PINS_IN_IMAGE = f"{env_mod.PREFIX_IN_IMAGE}/requirements.txt"
+PACKAGES_LABEL = "io.chaosbench.jobenv.packages"   # name==version of the job's packages as installed
 
 
 def _log(msg: str) -> None:
@@ -48,8 +49,7 @@ def docker_image(node_image: str, reqs: list[str], origin: str = "") -> str:
         sweep()
         t0 = time.monotonic()
         _log(f"building {tag} from {node_image} for {', '.join(reqs)} (once; later runs reuse it)")
-        pins = resolve.resolve(reqs, origin)
-        resolve.fill(pins, images.CACHE / "wheels", origin)
+        pins = resolve.fetch(reqs, images.CACHE / "wheels", origin)
         _build(node_image, tag, pins, reqs, origin)
         _log(f"{tag} ready in {time.monotonic() - t0:.1f}s: {', '.join(pins) or 'nothing missing'}")
     return tag
@@ -64,21 +64,32 @@ def _build(node_image: str, tag: str, pins: list[str], reqs: list[str], origin: 
     name = f"{BUILD_PREFIX}{tag.split(':')[1]}-{time.time_ns() % 10**9}"
     with images._WheelServer(images.CACHE / "wheels") as srv:
         install = " ".join(env_mod.install_argv("/opt/venv/bin/python", srv.url, prefix, PINS_IN_IMAGE, srv.host))
+        # last, the versions the job will import (its requirements and what came with them), as a label
         script = (f"set -e; mkdir -p {prefix}; printf %s \"$PINS\" > {PINS_IN_IMAGE}; "
-                  f"if [ -s {PINS_IN_IMAGE} ]; then {install}; fi; {env_mod.link_site(prefix)}")
+                  f"if [ -s {PINS_IN_IMAGE} ]; then {install}; fi; {env_mod.link_site(prefix)}; "
+                  f"PYTHONPATH={prefix}/{env_mod.SITE} /opt/venv/bin/python -c \"$PROBE\"")
         try:
+            # docker commit keeps the build container's entrypoint and command and cannot clear them:
+            # override the entrypoint only where the image has one, and restore it and the command after
+            entry = ["--entrypoint", "sh"] if config.get("Entrypoint") else []
             out = subprocess.run(["docker", "run", "--name", name, "--label", f"{OWNER_LABEL}={owner_mod.token()}",
-                                  "-e", f"PINS={pin_lines}", "--entrypoint", "sh", node_image, "-c", script],
-                                 capture_output=True, text=True, timeout=1800)
+                                  "-e", f"PINS={pin_lines}", "-e", f"PROBE={probe.source(reqs + pins)}", *entry, node_image, *([] if entry else ["sh"]), "-c",
+                                  script], capture_output=True, text=True, timeout=1800)
             if out.returncode != 0:
                 raise resolve.failed("pip could not install", reqs, origin, out.stdout + out.stderr)
             changes = [f"ENV PYTHONPATH={prefix}/{env_mod.SITE}", f"ENV PATH={prefix}/{env_mod.BIN}:{path}",
-                       f'LABEL {OWNER_LABEL}="" io.chaosbench.jobenv.pins="{" ".join(pins)}"',
-                       "ENTRYPOINT " + json.dumps(config.get("Entrypoint") or []),
-                       "CMD " + json.dumps(config.get("Cmd") or [])]
+                       f'LABEL {OWNER_LABEL}="" {PACKAGES_LABEL}="{" ".join(probe.versions(out.stdout))}"',
+                       *(["ENTRYPOINT " + json.dumps(config["Entrypoint"])] if entry else []),
+                       "CMD " + json.dumps(config.get("Cmd") or ["sh"])]
             docker("commit", *[a for c in changes for a in ("-c", c)], name, tag, timeout=600)
         finally:
             docker("rm", "-f", name, check=False)
+
+
+def image_packages(tag: str) -> list[str]:
+    """name==version of the job's packages in a job image, as its build found them installed."""
+    label = docker("image", "inspect", "-f", '{{index .Config.Labels "%s"}}' % PACKAGES_LABEL, tag, check=False)
+    return label.split() if label.strip() != "<no value>" else []
 
 
 def sweep() -> None:

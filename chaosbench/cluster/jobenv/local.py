@@ -9,6 +9,7 @@ so a failed or interrupted install leaves nothing a later run would take for fin
 from __future__ import annotations
 
 import fcntl
+import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from chaosbench.cluster.docker import images
-from chaosbench.cluster.jobenv import env as env_mod, resolve
+from chaosbench.cluster.jobenv import env as env_mod, probe, resolve
 
 DONE = ".complete"
 
@@ -42,8 +43,7 @@ def local_prefix(reqs: list[str], origin: str = "", python: str = sys.executable
             return target
         t0 = time.monotonic()
         _log(f"installing {', '.join(reqs)} into {target} (once; later runs reuse it)")
-        pins = resolve.resolve(reqs, origin, python)
-        resolve.fill(pins, images.CACHE / "wheels", origin)
+        pins = resolve.fetch(reqs, images.CACHE / "wheels", origin, python)
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         try:
             (tmp / "requirements.txt").write_text("".join(p + "\n" for p in pins))
@@ -53,10 +53,21 @@ def local_prefix(reqs: list[str], origin: str = "", python: str = sys.executable
                 if out.returncode != 0:
                     raise resolve.failed("pip could not install", reqs, origin, out.stdout + out.stderr)
             subprocess.run(["sh", "-c", env_mod.link_site(str(tmp))], check=True, timeout=60)
-            (tmp / DONE).write_text("".join(p + "\n" for p in pins))
+            # the versions the job will import (its requirements and what came with them): the report's list
+            found = subprocess.run([python, "-c", probe.source(reqs + pins)], capture_output=True, text=True,
+                                   timeout=120, env=env_mod.job_env(os.environ, tmp))
+            (tmp / DONE).write_text("".join(p + "\n" for p in probe.versions(found.stdout)))
             shutil.rmtree(target, ignore_errors=True)   # a half-made one from a killed install
             tmp.rename(target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         _log(f"{target} ready in {time.monotonic() - t0:.1f}s: {', '.join(pins) or 'nothing missing'}")
     return target
+
+
+def prefix_packages(prefix: Path) -> list[str]:
+    """name==version of the job's packages in a prefix, as its install found them."""
+    try:
+        return (prefix / DONE).read_text().split()
+    except OSError:
+        return []

@@ -33,12 +33,25 @@ def failed(what: str, reqs: list[str], origin: str, output: str) -> PipFailed:
                      f"lists what the index has), or drop the requirement")
 
 
-def resolve(reqs: list[str], origin: str = "", python: str = sys.executable) -> list[str]:
-    """The pins (name==version, sorted) that installing `reqs` next to `python`'s packages would add."""
+def fetch(reqs: list[str], wheelhouse: Path, origin: str = "", python: str = sys.executable) -> list[str]:
+    """The pins (name==version, sorted) that installing `reqs` next to `python`'s packages would add, each
+    one's wheel in `wheelhouse`. From the wheelhouse alone when it has them (no network: a prefetched
+    set-up, a repeated build), else resolved on the index the host's pip is configured with and fetched."""
+    if wheelhouse.is_dir():
+        try:
+            return _resolve(reqs, origin, python, ["--no-index", "--find-links", str(wheelhouse)])
+        except PipFailed:
+            pass   # something is not there yet: ask the index
+    pins = _resolve(reqs, origin, python, [])
+    fill(pins, wheelhouse, origin)
+    return pins
+
+
+def _resolve(reqs: list[str], origin: str, python: str, where: list[str]) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="cb-jobenv-resolve-") as tmp:
         report = Path(tmp) / "report.json"
         # --prefix: resolve as the real install does (into its own prefix, the venv's packages satisfied)
-        cmd = [python, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check",
+        cmd = [python, "-m", "pip", "install", "--dry-run", "--quiet", "--disable-pip-version-check", *where,
                "--report", str(report), "--prefix", str(Path(tmp) / "prefix"), *reqs]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         if out.returncode != 0:

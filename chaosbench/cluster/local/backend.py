@@ -83,6 +83,7 @@ class LocalCluster(Cluster):
         # the job's own packages, installed (or found) before anything starts
         self._jobenv = jobenv.local_prefix(self.spec.requirements, self.spec.requirements_origin) \
             if self.spec.requirements else None
+        self.job_packages = jobenv.packages(self._jobenv) if self._jobenv else None
         for d in ("events", "logs", "nodes"):
             (self.run_dir / d).mkdir(parents=True, exist_ok=True)
         shm = self._shm_root()
