@@ -227,7 +227,7 @@ def _unwritable(directory: Path) -> str | None:
 
 @app.command()
 def run(paths: List[str] = typer.Argument(..., help="scenario files or directories"),
-        backend: Optional[str] = typer.Option(None, "--backend", help="docker | local | slurm (default: the scenario's, "
+        backend: Optional[str] = typer.Option(None, "--backend", help="docker | local | slurm | ray (default: the scenario's, "
                                               "'auto' = docker if available, else local)"),
         seed: Optional[int] = typer.Option(None, "--seed", help="seed for random targets and jitter (replay)"),
         keep_cluster: bool = typer.Option(False, "--keep-cluster", help="leave the cluster up for debugging"),
@@ -246,8 +246,8 @@ def run(paths: List[str] = typer.Argument(..., help="scenario files or directori
     """Run scenarios and check that training recovered as expected."""
     from chaosbench.runner import RunOptions, RunOutcome, run_scenario
     files, problems = _load_all(paths)
-    if backend is not None and backend not in ("auto", "docker", "local", "slurm"):
-        problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local, slurm")
+    if backend is not None and backend not in ("auto", "docker", "local", "slurm", "ray"):
+        problems.append(f"--backend: unknown backend '{backend}'; valid: auto, docker, local, slurm, ray")
     slurm = {k: v for k, v in {"partition": slurm_partition, "account": slurm_account, "time_limit": slurm_time,
                                "gpus_per_node": slurm_gpus, "sbatch_options": list(sbatch_option) or None,
                                "services": slurm_services}.items()

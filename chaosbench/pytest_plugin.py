@@ -125,7 +125,9 @@ class InvalidScenario(pytest.Item):
 class ScenarioItem(pytest.Item):
     def runtest(self):
         from chaosbench.runner import RunOptions, run_scenario
-        backend = pick_backend(self.config)
+        from chaosbench.scenario import load_scenario
+        # a Ray Train job runs on the Ray backend only (made of the docker backend's containers)
+        backend = "ray" if load_scenario(self.path).cluster.backend == "ray" else pick_backend(self.config)
         report_dir = Path(self.config.getoption("--chaos-report-dir"))
         out = run_scenario(self.path, RunOptions(backend=backend, report_dir=report_dir,
                                                  command=f"pytest {self.nodeid}"))

@@ -55,5 +55,7 @@ if [ "$images" = 1 ]; then
   # the main job does not use it. Built here rather than inside a test's time limit.
   if [ "${1:-}" = "--slurm" ]; then
     .venv/bin/python -m chaosbench.cluster.slurm.testcluster build
+    # the Ray backend's image (the node image + ray[train] in /opt/jobenv) for the Ray chaos tests
+    .venv/bin/python -m chaosbench.cluster.ray.testcluster build
   fi
 fi

@@ -77,6 +77,8 @@ def init_process_group(env: DistEnv, pg_timeout_s: float) -> tuple[str, torch.de
     backend, device = select_device(env)
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    if dist.is_initialized():   # a launcher that forms the group itself (Ray Train: trainer/ray_loop.py)
+        return dist.get_backend(), device
     wait_for_store(env, min(pg_timeout_s, STORE_WAIT_MAX_S))
     dist.init_process_group(backend=backend, timeout=timedelta(seconds=pg_timeout_s))
     return backend, device

@@ -1,4 +1,4 @@
-"""Cluster backends: `create_cluster("docker" | "local" | "slurm", spec)` and what each needs to run here."""
+"""Cluster backends: `create_cluster("docker" | "local" | "slurm" | "ray", spec)` and what each needs to run here."""
 from __future__ import annotations
 
 import os
@@ -15,9 +15,10 @@ def backend_primitives() -> dict[str, frozenset[str]]:
     """Backend name -> the fault primitives it has on this machine (`chaosbench list`, refusals)."""
     from chaosbench.cluster.docker.backend import DockerCluster
     from chaosbench.cluster.local.backend import LocalCluster
+    from chaosbench.cluster.ray.backend import RayCluster
     from chaosbench.cluster.slurm.backend import supported as slurm_supported
     return {"docker": DockerCluster.supported_faults, "local": LocalCluster.supported_faults,
-            "slurm": slurm_supported()}
+            "slurm": slurm_supported(), "ray": RayCluster.supported_faults}
 
 
 def available_backends() -> dict[str, str | None]:
@@ -28,7 +29,8 @@ def available_backends() -> dict[str, str | None]:
     if not (os.path.exists(ETCD_BINARY) or shutil.which(ETCD_BINARY)):
         local = f"etcd binary not found at {ETCD_BINARY} (apt-get install etcd-server, or set CHAOSBENCH_ETCD_BINARY)"
     from chaosbench.cluster.slurm.commands import unusable as slurm_unusable
-    return {"docker": docker_unusable(), "local": local, "slurm": slurm_unusable()}
+    # ray: the containerised Ray cluster, made of the docker backend's containers
+    return {"docker": docker_unusable(), "local": local, "slurm": slurm_unusable(), "ray": docker_unusable()}
 
 
 def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
@@ -38,6 +40,9 @@ def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
     Toxiproxy image; default: ours, or $CHAOSBENCH_TOXIPROXY_IMAGE), gpus= (default: auto-detect).
     slurm options: partition=, account=, time_limit=, gpus_per_node=, sbatch_options= (docs/slurm.md).
     """
+    if spec.ray and backend != "ray":
+        raise ClusterError(f"trainer.ray describes a Ray Train job, which backend {backend!r} cannot run: "
+                           f"use --backend ray (or cluster.backend: ray)")
     if backend == "docker":
         from chaosbench.cluster.docker.backend import DockerCluster
         return DockerCluster(spec, **options)
@@ -49,7 +54,10 @@ def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
     if backend == "slurm":
         from chaosbench.cluster.slurm.backend import SlurmCluster
         return SlurmCluster(spec, **options)
-    raise ClusterError(f"unknown cluster backend {backend!r}; valid backends: docker, local, slurm")
+    if backend == "ray":
+        from chaosbench.cluster.ray.backend import RayCluster
+        return RayCluster(spec, **options)
+    raise ClusterError(f"unknown cluster backend {backend!r}; valid backends: docker, local, slurm, ray")
 
 
 def pick_backend(requested: str) -> str:

@@ -32,6 +32,7 @@ from chaosbench.cluster.primitives.names import NamePrimitives
 from chaosbench.cluster.primitives.nodes import NodePrimitives
 from chaosbench.cluster.primitives.preemption import PreemptionPrimitives
 from chaosbench.cluster.primitives.services import ServicePrimitives
+from chaosbench.cluster.primitives.ray_nodes import RayPrimitives
 from chaosbench.cluster.primitives.workers import WorkerPrimitives
 from chaosbench.reference_trainer import DEFAULT_CONFIG
 
@@ -76,6 +77,8 @@ class ClusterSpec:
     # into a derived image (docker) or a cached prefix (local); requirements_origin names where they were declared
     requirements: list[str] = field(default_factory=list)
     requirements_origin: str = ""
+    # backend ray: the scenario's trainer.ray (loop, max_failures, storage, config): cluster/ray/job.py
+    ray: dict = field(default_factory=dict)
 
     @property
     def user_job(self) -> bool:
@@ -93,7 +96,7 @@ def project_name(run_id: str) -> str:
 
 
 class Cluster(UpDown, NodePrimitives, PreemptionPrimitives, WorkerPrimitives, CpuMemoryPrimitives, ClockPrimitives,
-              NamePrimitives, LinkPrimitives, DiskPrimitives, ServicePrimitives, abc.ABC):
+              NamePrimitives, LinkPrimitives, DiskPrimitives, ServicePrimitives, RayPrimitives, abc.ABC):
     """Lifecycle + fault primitives. Use as a context manager (UpDown): teardown always runs.
 
     A backend implements: `_sweep_dead()`, `_start()` (which sets `services`), `_stop() -> leftovers`,

@@ -13,8 +13,9 @@ import sys
 def backend_classes() -> dict[str, type]:
     from chaosbench.cluster.docker.backend import DockerCluster
     from chaosbench.cluster.local.backend import LocalCluster
+    from chaosbench.cluster.ray.backend import RayCluster
     from chaosbench.cluster.slurm.backend import SlurmCluster
-    return {"docker": DockerCluster, "local": LocalCluster, "slurm": SlurmCluster}
+    return {"docker": DockerCluster, "local": LocalCluster, "slurm": SlurmCluster, "ray": RayCluster}
 
 
 def table(backend: str | None = None, primitive: str | None = None) -> list[str]:

@@ -18,6 +18,7 @@ def _load() -> dict[str, type[Fault]]:
     from chaosbench.faults import inprocess, memory, names, network, nodes, packets, services, storage  # noqa: F401
     from chaosbench.faults import disks  # noqa: F401
     from chaosbench.faults import clocks  # noqa: F401
+    from chaosbench.faults import ray  # noqa: F401
     return _REGISTRY
 
 

@@ -31,7 +31,7 @@ DEGRADED_WINDOW_S = 20.0
 def fault_class(fault: dict[str, Any]) -> str | None:
     """The forecast's fault class of a recorded fault (None: a fault that interrupts nothing)."""
     kind = fault.get("type")
-    if kind in ("kill_node", "stop_node", "disconnect"):
+    if kind in ("kill_node", "stop_node", "disconnect", "kill_raylet"):   # kill_raylet: the node as Ray sees it
         return "node_loss"
     if kind == "kill_worker":
         return "worker_crash"

@@ -33,6 +33,7 @@ def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | No
                        warm_start=c.warm_start and not t.user_job and t.launcher == "torchrun",
                        disk_layers=disk_layers(s.faults, s.node_names()),
                        fake_clock=any(f.kind == "clock_skew" for f in s.faults),
+                       ray=t.ray.model_dump() if t.ray else {},
                        requirements=jobenv.requirements(t, scenario_path.parent if scenario_path else None),
                        requirements_origin=requirements_origin(s, scenario_path))
 

@@ -139,8 +139,13 @@ def _cross_checks(s: Scenario, lines: dict, source: str) -> list[str]:
         out.append(f"{source}:{_line_for(lines, loc)}: {_fmt_loc(loc)}: {msg}")
 
     e, c = s.expect, s.cluster
+    if s.trainer.ray is not None and c.backend not in ("ray", "auto"):
+        add(("trainer", "ray"), f"trainer.ray describes a Ray Train job, which backend {c.backend} cannot run: "
+                                f"set cluster.backend: ray (or remove trainer.ray)")
     # a launcher the backend or rendezvous cannot run is refused here, not on the nodes
-    for why in launchers.get(s.trainer.launcher).problems(backend=c.backend, rendezvous=c.rendezvous):
+    # (backend ray has none: the job is a Ray Train run, cluster/ray/job.py)
+    for why in [] if c.backend == "ray" else launchers.get(s.trainer.launcher).problems(backend=c.backend,
+                                                                                         rendezvous=c.rendezvous):
         add(("trainer", "launcher"), why)
     for field, value in (("world_size_after", e.world_size_after),):
         if value is not None and value > c.elastic.max_nodes * c.procs_per_node:

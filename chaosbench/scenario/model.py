@@ -20,7 +20,7 @@ from chaosbench.scenario import names, numbers
 from chaosbench.scenario.check_names import INVARIANTS, OPTIONAL
 
 Tier = Literal["memory", "nvme", "s3"]
-Backend = Literal["auto", "docker", "local", "slurm"]
+Backend = Literal["auto", "docker", "local", "slurm", "ray"]
 Rendezvous = Literal["c10d", "c10d-links", "etcd-v3", "etcd"]
 # How a run ended (result.json `ending`, docs/result.md). The first two are the normal endings; a
 # scenario about a hang or a crash names the ending it expects (`expect: {ends: stuck}`), else any
@@ -172,6 +172,17 @@ _TRAINER_WORDS = {
 }
 
 
+class RayCfg(Strict):
+    """trainer.ray: the job is a Ray Train run (backend ray; cluster/ray/job.py, docs/ray.md). The reference
+    trainer runs as a Ray Train loop; trainer.module (or script) names a user's loop module."""
+    function: str = Field("train_loop_per_worker", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")   # in trainer.module
+    max_failures: int = Field(0, ge=-1, le=MAX_COUNT)   # FailureConfig(max_failures): Ray's default 0, -1 unlimited
+    # RunConfig(storage_path): shared (a directory every node mounts), s3 (the run's S3 endpoint) or an
+    # absolute path inside the nodes (a node-local one is lost with its node: docs/ray.md)
+    storage: str = Field("shared", pattern=r"^(shared|s3|/[^\n]*)$")
+    config: dict[str, Any] = Field(default_factory=dict)   # train_loop_config for a user's loop
+
+
 class TrainerCfg(Strict):
     """The reference trainer (`config` + `overrides`), the user's own job launched under the harness's
     torchrun (`workdir` + `script`|`module` + `args`), or a raw per-node `command`."""
@@ -188,6 +199,7 @@ class TrainerCfg(Strict):
     # does your job call chaosbench.instrument (cb.step / cb.fault_point)? false: cooperative faults
     # (worker_error, gil_hang, corrupt_replica) are refused at load, since nothing would carry them out
     instrumented: bool | None = None
+    ray: RayCfg | None = None          # a Ray Train job (backend ray)
     # what runs the job on each node: torchrun, ft_launcher, dlrover-run or torchft (docs/frameworks.md);
     # launcher_args: more of that launcher's own flags (e.g. --ft-rank-heartbeat-timeout=5), appended as given
     launcher: str = launchers.DEFAULT

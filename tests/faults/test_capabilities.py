@@ -115,7 +115,8 @@ def test_chaosbench_list_reads_the_same_derivation(monkeypatch):
     res = CliRunner().invoke(app, ["list", "--scenarios", "/nonexistent"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     row = [line for line in res.output.splitlines() if "corrupt_checkpoint" in line][-1]   # the per-backend table
-    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["corrupt_checkpoint", "yes", "yes", "only tier=nvme"]
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == ["corrupt_checkpoint", "yes", "yes", "only tier=nvme",
+                                                                "yes"]   # docker, local, slurm, ray
 
 
 def test_a_backend_without_the_clock_or_disk_hook_says_why():
