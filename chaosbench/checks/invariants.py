@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
 from chaosbench.checks.lineage import Lineage, Round, lineage
-from chaosbench.checks.quorum import quorum_run, silenced_by_fault
+from chaosbench.checks.quorum import quorum_run, quorum_track, silenced_by_fault
 from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.check_names import INVARIANTS as NAMES   # the names expect.relax may give
@@ -107,10 +107,13 @@ def progress(h: History, e: Expect) -> CheckResult:
         bad.append(f"the world track has a gap: {gap}")
     causes = explain(h, e, lin)
     top, restarts = None, []
+    quorum = quorum_run(h)
     for r in lin.rounds:
         if r.index > 0:
             cause = causes.get(r.index)
             first = r.first_step
+            if quorum and r.first_step_at is not None:   # the quorum trained on: lost work is counted at the heal
+                top = max((w.step for w in lin.world if w.ts < r.first_step_at), default=top)
             lost = None if first is None or top is None else top - (first - stride)
             what = f"round {r.index} ({_who(r)}) at {_rel(h, lin, r.start)}" + (
                 f", resumed at step {first} after step {top} ({lost} step(s) lost)" if lost is not None else "")
@@ -160,10 +163,13 @@ def liveness(h: History, e: Expect) -> CheckResult:
                              "(a step every rank of its round reported)")
     causes = explain(h, e, lin)
     worst, bad = (0.0, ""), []
-    for a, b in zip(lin.world, lin.world[1:]):
+    # torchft: groups train side by side (a healed group joins, nobody restarts), so the world's progress is
+    # the highest step any group reached: its advances are the world steps, one track whatever the rounds
+    track = quorum_track(h, lin) if quorum_run(h) else lin.world
+    for a, b in zip(track, track[1:]):
         start, end, bound, why = a.ts, b.ts, stall, "away from any fault"
         r = lin.rounds[b.round]
-        if b.round != a.round and r.first_step_at is not None:   # a restart: until the round's first step
+        if b.round != a.round and r.first_step_at is not None and track is lin.world:   # a restart: until the round's first step
             end = r.first_step_at
             cause = causes.get(b.round)
             if cause is not None and cause.at is not None:

@@ -35,6 +35,16 @@ def silenced_by_fault(h: History, node: str, last_ts: float, tol_s: float = 2.0)
     return None
 
 
+def quorum_track(h: History, lin) -> list:
+    """The world steps of a quorum run as one track: each time the highest step any group reported goes up."""
+    out, top = [], None
+    for w in sorted(lin.world, key=lambda w: w.ts):
+        if top is None or w.step > top:
+            out.append(w)
+            top = w.step
+    return out
+
+
 def survivor_restarts(h: History) -> dict[str, int]:
     """node/localN -> extra incarnations, for workers on nodes no fault touched."""
     hit, slots = fault_nodes(h), {}

@@ -478,3 +478,58 @@ def _scenario(rec: Record) -> dict:
 
 def _expect(rec: Record) -> dict:
     return _scenario(rec).get("expect") or {}
+
+
+# -- quorum (torchft): survivors never restart, the quorum grows back, the returning group heals ----------
+def _quorum(rec: Record) -> dict[str, list[dict]]:
+    """agent file -> its quorum_change lines; NotApplicable for a run that keeps no quorum."""
+    out = {n: [x for x in lines if isinstance(x, dict) and x.get("event") == "quorum_change"]
+           for n, lines in rec.files.items() if n.startswith("agent-")}
+    if not any(out.values()):
+        raise NotApplicable("no quorum_change: the run keeps no torchft quorum")
+    return out
+
+
+def _drop(rec: Record, name: str, doomed: list[dict]) -> None:
+    ids = {id(x) for x in doomed}
+    rec.files[name] = [x for x in rec.files[name] if not (isinstance(x, dict) and id(x) in ids)]
+
+
+@operator("quorum", "L")
+def survivor_restarts(rec: Record, rng) -> str:
+    """A worker on a node no fault touched becomes a new process midway (a survivor restarted)."""
+    _quorum(rec)
+    hit = {str((f.get("params") or {}).get("node") or f.get("target")) for f in rec.injections()}
+    cands = [i for i in incarnations(rec) if i.events and str(i.events[0].get("node")) not in hit and len(i.steps) > 10]
+    if not cands:
+        raise NotApplicable("no survivor with steps")
+    inc = rng.choice(cands)
+    cut = inc.steps[rng.randint(3, len(inc.steps) - 3)]["ts"]
+    for e in inc.events:
+        if e["ts"] >= cut:
+            e["pid"] = int(e.get("pid", 0)) + 100_000
+    return f"{inc.file}'s process is another one from {cut:.1f}"
+
+
+@operator("quorum", "L")
+def quorum_never_grows_back(rec: Record, rng) -> str:
+    """After the quorum shrank, it never regains the lost group (the returning group never rejoined)."""
+    for name, lines in _quorum(rec).items():
+        full = max(int(x.get("replicas", 0)) for x in lines) if lines else 0
+        shrunk = next((x["ts"] for x in lines if int(x.get("replicas", 0)) < full), None)
+        if shrunk is not None:
+            _drop(rec, name, [x for x in lines if x["ts"] > shrunk and int(x.get("replicas", 0)) == full])
+    return "every quorum_change back to full size after the first shrink is gone"
+
+
+@operator("quorum", "L")
+def heal_never_done(rec: Record, rng) -> str:
+    """The returning group started to heal from its peer but never finished (no heal_done)."""
+    _quorum(rec)
+    done = [(n, x) for n, lines in rec.files.items() if n.startswith("agent-")
+            for x in lines if isinstance(x, dict) and x.get("event") == "heal_done"]
+    if not done:
+        raise NotApplicable("no heal_done")
+    for name in {n for n, _ in done}:
+        _drop(rec, name, [x for n, x in done if n == name])
+    return f"{len(done)} heal_done line(s) gone"
