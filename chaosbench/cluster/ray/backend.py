@@ -54,7 +54,9 @@ class RayCluster(RayFaults, DockerCluster):
     def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
                  gpus: bool | None = None):
         problems = [w for w, bad in (("trainer.image (the nodes run the Ray image)", spec.trainer_image),
-                                     ("trainer.command (a Ray job is a train loop, not a per-node argv)", spec.command))
+                                     ("trainer.command (a Ray job is a train loop, not a per-node argv)", spec.command),
+                                     ("trainer.launcher (Ray starts the workers itself)",
+                                      getattr(spec, "launcher", "torchrun") != "torchrun"))
                     if bad]
         if problems:
             raise ClusterError(f"backend 'ray' cannot run {' or '.join(problems)}")
