@@ -212,5 +212,6 @@ def test_chaosbench_list_shows_them_on_every_backend(monkeypatch):
     assert res.exit_code == 0, res.output
     for kind in ("worker_error", "gil_hang", "corrupt_replica"):
         row = [line for line in res.output.splitlines() if kind in line][-1]
-        assert [cell.strip() for cell in row.split("│")[1:-1]] == [kind, "yes", "yes", "yes"]
+        # docker, local, slurm; not ray: its loop does not read cooperative commands (docs/ray.md)
+        assert [cell.strip() for cell in row.split("│")[1:-1]] == [kind, "yes", "yes", "yes", "-"]
 
