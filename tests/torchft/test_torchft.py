@@ -1,0 +1,86 @@
+"""torchft under chaosbench without torchft installed: the launcher's argv and env, the Lighthouse beside the
+other services in the compose project, and the log adapter on lines torchft 0.2.0 printed in a real run."""
+from __future__ import annotations
+
+import ipaddress
+
+from chaosbench.cluster.base import ClusterSpec
+from chaosbench.cluster.docker.compose_file import ComposePlan, render, services_for
+from chaosbench.cluster.launch import node_plan, unprepared
+from chaosbench.launchers.torchft import TorchftAdapter
+from chaosbench.services import lighthouse
+
+# as torchft 0.2.0's Manager logged them in a two-group run (tests were cut from the real lines)
+QUORUM = ('2026-11-28T09:40:02.236 [INFO] [torchft::manager] - [Replica job_0] got lighthouse quorum '
+          'LighthouseQuorumResponse { quorum: Some(Quorum { quorum_id: QID, participants: [MEMBERS], created: '
+          'Some(Timestamp { seconds: 1795858802, nanos: 235 }) }) }')
+MEMBER = ('QuorumMember { replica_id: "train_ddp_N:d1521872-5dd5", address: "http://vm:39255", store_address: '
+          '"127.0.0.1:29502", step: STEP, world_size: 1, shrink_only: false, commit_failures: 0, data: "" }')
+HEAL = ("2026-11-28 09:40:26,468 torchft.manager INFO [job_1:950db739/0 - step 0] healing required, fetching "
+        "checkpoint metadata from recover_src_manager_address='http://vm:39255' max_step=278")
+
+
+def quorum(qid: int, *steps_by_group: tuple[int, int]) -> str:
+    members = ", ".join(MEMBER.replace("N", str(g)).replace("STEP", str(s)) for g, s in steps_by_group)
+    return QUORUM.replace("QID", str(qid)).replace("MEMBERS", members)
+
+
+def spec(tmp_path, **kw) -> ClusterSpec:
+    return ClusterSpec(run_id="r1", run_dir=tmp_path, nodes=2, min_nodes=1, max_nodes=2, launcher="torchft",
+                       job_argv=["train_ddp.py"], workdir=str(tmp_path), **kw)
+
+
+def test_each_node_is_one_replica_group_under_its_own_torchrun(tmp_path):
+    p = node_plan(spec(tmp_path), "node-1", python="py", rdzv_endpoint="10.0.0.5:29510", s3_url="http://s3",
+                  events_dir="/e", nvme_dir="/n", memory_dir="/m")
+    argv = unprepared(p.argv)
+    assert argv[:4] == ["py", "-m", "chaosbench.observer.node_watch", "--launcher=torchft"]
+    run = argv[argv.index("--") + 1:]
+    assert run[:6] == ["py", "-m", "torch.distributed.run", "--standalone", "--nnodes=1", "--nproc-per-node=1"]
+    assert not any(a.startswith("--rdzv") for a in run)   # no cross-node rendezvous: the Lighthouse's quorum
+    assert p.env["TORCHFT_LIGHTHOUSE"] == "http://10.0.0.5:29510"
+    assert p.env["REPLICA_GROUP_ID"] == "1" and p.env["NUM_REPLICA_GROUPS"] == "2"
+    assert p.env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"   # the Manager joins torchrun's own store
+
+
+def test_the_lighthouse_runs_beside_the_services_from_the_job_image(tmp_path):
+    s = spec(tmp_path)
+    plan = ComposePlan(project="cbt", image="img:1", subnet=ipaddress.ip_network("10.222.5.0/24"), owner="o",
+                       events_host_dir=str(tmp_path / "events"), job_image="job:1")
+    doc = render(plan, s, ["node-0", "node-1"])
+    lh = doc["services"]["lighthouse"]
+    assert services_for(s) == ("etcd", "toxiproxy", "s3", "lighthouse")
+    assert lh["image"] == "job:1" and lh["networks"]["net"]["ipv4_address"] == "10.222.5.5"
+    assert lh["command"][:3] == ["python", "-m", "chaosbench.services.lighthouse"]
+    assert any(k.endswith(".owner") and v == "o" for k, v in lh["labels"].items())   # swept by `chaosbench clean`
+    assert doc["services"]["node-1"]["environment"]["TORCHFT_LIGHTHOUSE"] == f"http://10.222.5.5:{lighthouse.PORT}"
+    plain = ClusterSpec(run_id="r1", run_dir=tmp_path, nodes=2)
+    assert "lighthouse" not in render(plan, plain, ["node-0", "node-1"])["services"]
+
+
+def test_quorum_changes_are_events_once_each_and_heals_are_timed():
+    a = TorchftAdapter()
+    got = [ev for line in (quorum(1, (0, 0)), quorum(2, (0, 2), (1, 2)), quorum(2, (0, 3), (1, 3)),
+                           quorum(3, (0, 163)), HEAL, "[INFO] Loaded state dict.") for ev in a.worker_line(line)]
+    assert got == [("quorum_change", {"quorum_id": 1, "replicas": 1, "members": ["train_ddp_0"], "max_step": 0}),
+                   ("quorum_change", {"quorum_id": 2, "replicas": 2, "members": ["train_ddp_0", "train_ddp_1"],
+                                      "max_step": 2}),
+                   ("quorum_change", {"quorum_id": 3, "replicas": 1, "members": ["train_ddp_0"], "max_step": 163}),
+                   ("heal_start", {"step": 278, "peer": "http://vm:39255"}),
+                   ("heal_done", {})]
+    # unprefixed lines (a job without --tee) reach the adapter as agent lines: the same events
+    b = TorchftAdapter()
+    assert [e for e, _ in b.line(quorum(4, (0, 5)))] == ["quorum_change"]
+
+
+def test_the_lighthouse_service_says_what_it_needs_without_torchft(monkeypatch, capsys):
+    import builtins
+    real = builtins.__import__
+
+    def no_torchft(name, *a, **kw):
+        if name.startswith("torchft"):
+            raise ImportError("No module named 'torchft'")
+        return real(name, *a, **kw)
+    monkeypatch.setattr(builtins, "__import__", no_torchft)
+    assert lighthouse.main(["--port", "0"]) == 2
+    assert "trainer.launcher torchft installs it" in capsys.readouterr().err
