@@ -84,3 +84,13 @@ def test_the_lighthouse_service_says_what_it_needs_without_torchft(monkeypatch, 
     monkeypatch.setattr(builtins, "__import__", no_torchft)
     assert lighthouse.main(["--port", "0"]) == 2
     assert "trainer.launcher torchft installs it" in capsys.readouterr().err
+
+
+def test_a_torchft_run_gets_no_torchrun_rendezvous_advice():
+    """The stored docker node-loss run: its 15.6 s to the returning group's first step is node restart, imports
+    and the heal, not torchrun's keep-alive (each group's torchrun is single-node)."""
+    from pathlib import Path
+
+    from chaosbench.diagnosis import diagnose
+    run = Path(__file__).parents[1] / "mutation" / "data" / "torchft_node_loss"
+    assert "rdzv_keepalive_default" not in {f.rule for f in diagnose(run).findings}

@@ -26,6 +26,8 @@ def check(rec: RunRecord) -> list[Finding]:
     cfgs = rec.launch_configs
     if not cfgs:
         return []                                   # no launch-config line: the settings are unknown
+    if rec.trainer.get("launcher") == "torchft":
+        return []   # each group's torchrun is single-node: its rendezvous is never on a recovery's path
     node, cfg = sorted(cfgs.items())[0]
     backend = str(cfg.get("rdzv_backend") or "")
     s = _settings(cfg)
