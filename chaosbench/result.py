@@ -23,6 +23,8 @@ class ClusterShape(BaseModel):
     min_nodes: int
     max_nodes: int
     rendezvous: str
+    launcher: str = "torchrun"            # what ran the job on each node (chaosbench/launchers/)
+    launcher_version: str | None = None   # its package's version as pinned (torch's for torchrun)
 
 
 class FaultRecord(BaseModel):

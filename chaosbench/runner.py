@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from chaosbench import rundir
+from chaosbench import launchers, rundir
 from chaosbench.analyse import analyse
 from chaosbench.checks.history import History
 from chaosbench.checks.record import SCHEMA_VERSION as RECORD_SCHEMA_VERSION
@@ -118,6 +118,12 @@ class Runner:
 
     def _run_cluster(self, backend: str) -> None:
         self.progress.phase = "cluster_up"
+        # --backend may name one the scenario's launcher cannot run on (the loader saw cluster.backend only)
+        # (a Ray Train job has no per-node launcher: the Ray backend refuses any but the default itself)
+        refused = [] if backend == "ray" else launchers.get(self.s.trainer.launcher).problems(
+            backend=backend, rendezvous=self.s.cluster.rendezvous)
+        if refused:
+            raise UnsupportedFault("; ".join(refused))
         self.say(f"creating {backend} cluster: {self.s.cluster.nodes} node(s), run {self.run_id}")
         cluster = self.cluster = self._create(backend)
         missing = missing_primitives(self.s.faults, cluster.supported_faults, cluster.unsupported_why,
@@ -226,7 +232,9 @@ class Runner:
                                      description=self.s.description),
                 backend=backend,
                 cluster=ClusterShape(nodes=c.nodes, procs_per_node=c.procs_per_node, min_nodes=c.elastic.min_nodes,
-                                     max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous),
+                                     max_nodes=c.elastic.max_nodes, rendezvous=c.rendezvous,
+                                     launcher=self.s.trainer.launcher,
+                                     launcher_version=launchers.get(self.s.trainer.launcher).version()),
                 seed=self.seed,
                 command=self.opts.command or f"chaosbench run {self.path} --backend {backend} --seed {self.seed}",
                 started_at=started, finished_at=finished, duration_s=round(finished - started, 3),

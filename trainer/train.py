@@ -35,6 +35,7 @@ from trainer.data.sampler import StatefulSampler, rank_slice
 from trainer.distributed import HealthChecker, check_topology, init_process_group, read_env
 from trainer.errors import ConfigurationError, DataLoadingError, HealthCheckError
 from trainer.events import EventWriter
+from trainer.launcher_hooks import FtHeartbeat
 from trainer.model import build_model, param_bytes
 from trainer.scaling import micro_batches, plan_batches
 from trainer.state import build_state, load_state
@@ -207,6 +208,7 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
         worker.stop_save_timeout_s = cfg["checkpoint"]["stop_save_timeout_s"]
         check_stop_budget(worker.stop_save_timeout_s)
     first = step + 1
+    heartbeat = FtHeartbeat()   # ft_launcher's rank monitor hears from this rank once a step (else a no-op)
     while step < t["max_steps"]:
         t0 = time.perf_counter()
         loss, stopping = train_step(ddp, index, sampler, plan, t["seq_len"], env.rank, env.world_size, optimizer,
@@ -216,6 +218,7 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
         if not math.isfinite(loss):
             raise FloatingPointError(f"loss is {loss} at step {step}; lower training.lr")
         cb.fault_point(step)     # where the harness's cooperative faults fire (docs/gray-failures.md)
+        heartbeat.beat()
         digest = cb.digest(model) if replicas.digest_due(mgr.cfg, step) else None
         if digest or step % t["log_every"] == 0 or step == first:
             events.emit("step", {"step": step, "loss": loss, "samples_seen": sampler.samples_seen,
@@ -237,6 +240,7 @@ def run(worker: Worker, args: argparse.Namespace) -> None:
             time.sleep(t["step_sleep_s"])
 
     worker.stop_save_timeout_s = 0.0        # no more steps: a stop from here on leaves at once
+    heartbeat.close()
     events.emit("run_complete", {"step": step})
     events.emit("phase", {"phase": "shutdown"})
     if not health.close():

@@ -25,7 +25,8 @@ from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
 SIGN_EVENTS = ("health_check_failed", "fatal")
-AGENT_SIGNS = ("worker_group_failed", "rendezvous_start")
+# hang_detected: a launcher's own hang detection (ft_launcher's rank monitor timing out a rank's heartbeats)
+AGENT_SIGNS = ("worker_group_failed", "rendezvous_start", "hang_detected")
 
 
 def planned_faults(h: History, only: list[str] | None) -> list[tuple[str, str]]:
@@ -74,7 +75,7 @@ def first_sign(h: History, fw: FaultWindow, rec: Recovery | None) -> tuple[float
             signs.append((start, f"new worker on {node}/local{lr}"))
     for a in h.agent_events:
         if a.get("event") in AGENT_SIGNS and not (by_heal(a.get("node")) and a["ts"] >= healed):
-            signs.append((a["ts"], f"torchrun agent {a['event']} on {a.get('node')}"))
+            signs.append((a["ts"], f"{a.get('launcher', 'torchrun')} agent {a['event']} on {a.get('node')}"))
     signs = [s for s in signs if t0 <= s[0] < until]
     if rec is not None and rec.detected_at is not None and rec.detected_at < until:
         signs.append((rec.detected_at, "recovery's first sign"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from importlib import metadata
 
 # the agent events the node watcher writes, whatever the launcher (docs/events.md, docs/byo-trainer.md)
 AGENT_EVENTS = ("rendezvous_start", "rendezvous_done", "worker_group_failed", "worker_group_restart",
@@ -36,14 +37,26 @@ class Launcher:
     name = "torchrun"
     package: str | None = None            # the distribution whose version the report prints (None: torch's)
     requirements: tuple[str, ...] = ()    # pinned, installed beside the job (jobenv's `extra`)
-    backends: tuple[str, ...] = ("local", "docker", "slurm")
+    backends: tuple[str, ...] | None = None     # the backends it runs on (None: every one)
     rendezvous: tuple[str, ...] | None = None   # cluster.rendezvous values it can use (None: every one)
     needs_user_code = False               # the framework needs calls in the training loop to be judged
+    trainer_module = "trainer.train"      # the reference trainer's entry under this launcher (its idiom)
+
+    def version(self) -> str | None:
+        """The version the job runs: the pin of `package` in `requirements`, else torch's as installed here."""
+        for req in self.requirements:
+            name, _, pinned = req.partition("==")
+            if name.split("[")[0] == self.package:
+                return pinned
+        try:
+            return metadata.version(self.package or "torch")
+        except metadata.PackageNotFoundError:
+            return None
 
     def problems(self, *, backend: str | None, rendezvous: str) -> list[str]:
         """Why this launcher cannot run with that backend / rendezvous, each with the fix ([] when it can)."""
         out = []
-        if backend not in (None, "auto") and backend not in self.backends:
+        if self.backends is not None and backend not in (None, "auto") and backend not in self.backends:
             out.append(f"trainer.launcher {self.name} cannot run on backend {backend}: use "
                        f"{' or '.join(self.backends)} (cluster.backend / --backend), or trainer.launcher torchrun")
         if self.rendezvous is not None and rendezvous not in self.rendezvous:

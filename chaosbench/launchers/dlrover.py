@@ -20,6 +20,8 @@ class DlroverRun(Launcher):
     package = "dlrover"
     requirements = (f"dlrover[torch]=={VERSION}",)
     rendezvous = ("c10d",)   # only for where the master lives: node-0, the c10d endpoint's host and port
+    # tried on these (docs/frameworks.md); on Slurm the package must be on every node first (docs/slurm.md)
+    backends = ("local", "docker")
 
     def argv(self, r: Rendezvous) -> list[str]:
         agent = [r.python, "-m", "dlrover.trainer.torch.main", f"--nnodes={r.min_nodes}:{r.max_nodes}",

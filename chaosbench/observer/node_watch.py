@@ -83,6 +83,7 @@ class Watcher:
                  launcher: str = launchers.DEFAULT):
         self.launcher_pid, self.node = launcher_pid, node
         self.adapter = launchers.get(launcher).adapter()   # the launcher's own lines -> agent events
+        self.launcher = launcher
         self.progress = re.compile(progress) if progress else None
         if events_dir:
             os.makedirs(events_dir, exist_ok=True)
@@ -139,8 +140,9 @@ class Watcher:
         self.rank_out[lr].emit({"ts": ts or time.time(), "event": event, **common, "observed": True, **fields})
 
     def _emit_agent(self, event: str, **fields) -> None:
+        named = {} if self.launcher == launchers.DEFAULT else {"launcher": self.launcher}
         self.agent_out.emit({"ts": time.time(), "event": event, "node": self.node, "pid": self.launcher_pid,
-                             "run_id": self.run_id, "observed": True, **fields})
+                             "run_id": self.run_id, "observed": True, **named, **fields})
 
     # -- output lines ------------------------------------------------------------------------
     def line(self, text: str) -> None:

@@ -40,6 +40,8 @@ def cluster_shape(cluster: dict[str, Any]) -> str:
         parts.append(f"elastic {lo if lo is not None else '?'}–{hi if hi is not None else '?'}")
     if cluster.get("rendezvous"):
         parts.append(f"rendezvous {cluster['rendezvous']}")
+    if cluster.get("launcher"):
+        parts.append(f"launcher {cluster['launcher']} {cluster.get('launcher_version') or ''}".strip())
     return ", ".join(parts)
 
 

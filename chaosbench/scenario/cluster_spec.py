@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from chaosbench import launchers
 from chaosbench.cluster import jobenv
 from chaosbench.cluster.base import ClusterSpec
 from chaosbench.faults.disks import disk_layers
@@ -34,7 +35,8 @@ def build_spec(s: Scenario, run_id: str, run_dir: Path, scenario_path: Path | No
                        disk_layers=disk_layers(s.faults, s.node_names()),
                        fake_clock=any(f.kind == "clock_skew" for f in s.faults),
                        ray=t.ray.model_dump() if t.ray else {},
-                       requirements=jobenv.requirements(t, scenario_path.parent if scenario_path else None),
+                       requirements=jobenv.requirements(t, scenario_path.parent if scenario_path else None,
+                                                                 extra=launchers.get(t.launcher).requirements),
                        requirements_origin=requirements_origin(s, scenario_path))
 
 

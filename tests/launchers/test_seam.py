@@ -108,7 +108,8 @@ def test_registry_names_every_launcher_and_refuses_others():
 @pytest.mark.parametrize("launcher, rdzv, where, words", [
     ("dlrover", "", "3", ["'dlrover' is not a launcher", "use dlrover-run"]),
     ("dlrover-run", ", rendezvous: etcd-v3", "3", ["rendezvouses through c10d", "set cluster.rendezvous to c10d"]),
-    ("ft_launcher", ", backend: slurm", "3", []),   # runs everywhere torchrun does
+    ("ft_launcher", ", backend: slurm", "3", ["cannot run on backend slurm", "use local or docker"]),
+    ("ft_launcher", ", backend: docker", "3", []),
 ])
 def test_a_launcher_that_cannot_run_is_refused_up_front(tmp_path, launcher, rdzv, where, words):
     path = tmp_path / "s.yaml"
