@@ -51,6 +51,11 @@ def contradictions(h: History, rec: Recovery) -> tuple[list[str], list[str]]:
             continue   # the round's own problems say so
         anywhere = tier == "s3" or claim.get("source") == "peer"
         what = f"{node}/local{claim.get('local_rank', 0)} claims " + (f"{tier}@{step}" if tier else f"step {step}")
+        if claim.get("live") and claim.get("source") == "peer":   # torchft: a live peer's state, no checkpoint
+            if not any(e.get("node") != node and int(e.get("step", -1)) >= int(step) and e["ts"] <= claim["ts"]
+                       for e in h.of("step")):
+                problems.append(f"{what} from a live peer, but no other node had reported step {step} before it")
+            continue
 
         def here(c: dict) -> bool:
             return (tier is None or c.get("tier") == tier) and c.get("step") == int(step) and \

@@ -185,7 +185,8 @@ def node_plan(spec: ClusterSpec, node: str, *, python: str, rdzv_endpoint: str, 
         "checkpoint.s3.endpoint_url": s3_url,
         **spec.trainer_overrides,
     }
-    worker = ["-m", "trainer.train", "--config", spec.trainer_config]
+    # a framework that needs its calls in the loop runs the reference trainer in its idiom (torchft's Manager)
+    worker = ["-m", getattr(launcher, "trainer_module", "trainer.train"), "--config", spec.trainer_config]
     for k, v in overrides.items():
         worker += ["--set", f"{k}={_fmt(v)}"]
     if spec.launcher != launchers.DEFAULT:   # the launcher's own lines become agent events (its restarts, hangs)

@@ -61,6 +61,7 @@ class Torchft(Launcher):
     package = "torchft"
     requirements = (f"torchft=={VERSION}",)
     needs_user_code = True   # the Manager, its DDP and optimizer wrappers go in the training loop
+    trainer_module = "trainer.torchft_train"   # the reference trainer in torchft's idiom
 
     def argv(self, r: Rendezvous) -> list[str]:
         # one group per node: a single-node torchrun whose store the Manager joins (MASTER_ADDR/PORT)

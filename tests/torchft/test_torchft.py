@@ -94,3 +94,19 @@ def test_a_torchft_run_gets_no_torchrun_rendezvous_advice():
     from chaosbench.diagnosis import diagnose
     run = Path(__file__).parents[1] / "mutation" / "data" / "torchft_node_loss"
     assert "rdzv_keepalive_default" not in {f.rule for f in diagnose(run).findings}
+
+
+def test_the_reference_trainer_runs_in_torchft_s_idiom_and_the_torchrun_path_never_imports_torchft(tmp_path):
+    import ast
+    from pathlib import Path
+    s = ClusterSpec(run_id="r1", run_dir=tmp_path, nodes=2, min_nodes=1, max_nodes=2, launcher="torchft")
+    argv = unprepared(node_plan(s, "node-0", python="py", rdzv_endpoint="lh:29510", s3_url="http://s3", events_dir="/e",
+                                nvme_dir="/n", memory_dir="/m").argv)
+    assert "--agent-only" in argv and argv[argv.index("-m", argv.index("--standalone")) + 1] == "trainer.torchft_train"
+    root = Path(__file__).parents[2] / "trainer"
+    for f in root.rglob("*.py"):
+        if f.name == "torchft_train.py":
+            continue
+        names = {n.names[0].name if isinstance(n, ast.Import) else (n.module or "")
+                 for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))}
+        assert not any(x.split(".")[0] == "torchft" or x.endswith("torchft_train") for x in names), f
