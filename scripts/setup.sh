@@ -57,5 +57,9 @@ if [ "$images" = 1 ]; then
     .venv/bin/python -m chaosbench.cluster.slurm.testcluster build
     # the Ray backend's image (the node image + ray[train] in /opt/jobenv) for the Ray chaos tests
     .venv/bin/python -m chaosbench.cluster.ray.testcluster build
+    # torchft's job image (the node image + the launcher's pins in /opt/jobenv) for examples/torchft's chaos test
+    .venv/bin/python -c 'from chaosbench.cluster import jobenv; from chaosbench.cluster.docker import images
+from chaosbench.launchers.torchft import LAUNCHER
+print(jobenv.docker_image(images.node_image(), jobenv.requirements(None, None, LAUNCHER.requirements)))'
   fi
 fi
