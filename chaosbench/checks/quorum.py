@@ -54,10 +54,12 @@ def survivor_restarts(h: History) -> dict[str, int]:
     return {k: len(v) - 1 for k, v in slots.items() if len(v) > 1}
 
 
-def quorum_path(h: History, node: str | None = None) -> list[tuple[float, int]]:
-    """(ts, replica groups) at each quorum change, as one node's groups saw them (default: all, by time)."""
+def quorum_path(h: History, node: str | None = None) -> list[tuple[float, int, frozenset | None]]:
+    """(ts, replica groups, their ids or None) at each quorum change, as one node's groups saw them (default: all,
+    by time). A group restarted within the heartbeat timeout comes back under a new id in a quorum of the same size."""
     evs = [e for e in h.agent_events if e.get("event") == "quorum_change" and (node is None or e.get("node") == node)]
-    return [(float(e["ts"]), int(e.get("replicas", 0))) for e in sorted(evs, key=lambda e: e["ts"])]
+    return [(float(e["ts"]), int(e.get("replicas", 0)), frozenset(e["ids"]) if e.get("ids") else None)
+            for e in sorted(evs, key=lambda e: e["ts"])]
 
 
 def heals(h: History, after: float) -> list[tuple[str, float, float | None, int | None]]:
@@ -97,16 +99,18 @@ def quorum_recovery(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
     if restarts:
         return failed(name, expected, sum(restarts.values()), "survivors restarted: " + ", ".join(
             f"{k} x{v}" for k, v in sorted(restarts.items())))
-    full = max(n for _, n in path)
+    full = max(n for _, n, _ in path)
     lines = []
     for f in h.faults:
-        before = [n for ts, n in path if ts < f.injected_at]
-        after = [(ts, n) for ts, n in path if ts >= f.injected_at]
-        shrink = next(((ts, n) for ts, n in after if n < (before[-1] if before else full)), None)
+        before = [(n, ids) for ts, n, ids in path if ts < f.injected_at]
+        was_n, was_ids = before[-1] if before else (full, None)
+        after = [(ts, n, ids) for ts, n, ids in path if ts >= f.injected_at]
+        # the fault's group left the quorum: fewer groups, or (restarted within the heartbeat timeout) a new id
+        shrink = next(((ts, n) for ts, n, ids in after if n < was_n or (ids and was_ids and ids != was_ids)), None)
         if shrink is None:
             return failed(name, expected, "no shrink", f"{f.id}: the quorum never lost a group after the fault "
-                          f"({[n for _, n in after] or 'no quorum change'})")
-        grow = next(((ts, n) for ts, n in after if ts > shrink[0] and n == full), None)
+                          f"({[n for _, n, _ in after] or 'no quorum change'})")
+        grow = next(((ts, n) for ts, n, _ in after if ts >= shrink[0] and n == full), None)
         if grow is None:
             return failed(name, expected, f"{shrink[1]} of {full}", f"{f.id}: the quorum shrank to {shrink[1]} "
                           f"{shrink[0] - f.injected_at:.2f} s after the fault and never grew back to {full}")

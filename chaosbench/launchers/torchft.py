@@ -47,6 +47,7 @@ class TorchftAdapter(LogAdapter):
             members = MEMBER.findall(q.group(2))
             return [("quorum_change", {"quorum_id": qid, "replicas": len(members),
                                        "members": sorted(m[0].split(":")[0] for m in members),
+                                       "ids": sorted(m[0] for m in members),   # a restarted group has a new id
                                        "max_step": max((int(m[1]) for m in members), default=0)})]
         h = HEAL.search(text)
         if h:
