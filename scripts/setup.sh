@@ -61,5 +61,10 @@ if [ "$images" = 1 ]; then
     .venv/bin/python -c 'from chaosbench.cluster import jobenv; from chaosbench.cluster.docker import images
 from chaosbench.launchers.torchft import LAUNCHER
 print(jobenv.docker_image(images.node_image(), jobenv.requirements(None, None, LAUNCHER.requirements)))'
+    # ft_launcher's and dlrover-run's job images (their pins in /opt/jobenv) for examples/{ft_launcher,dlrover}'s chaos tests
+    for l in ft_launcher dlrover-run; do
+      .venv/bin/python -m chaosbench.cluster.jobenv image \
+        $(.venv/bin/python -c "from chaosbench import launchers; print(*launchers.get('$l').requirements)")
+    done
   fi
 fi

@@ -129,3 +129,51 @@ def test_a_raw_command_cannot_take_a_launcher(tmp_path):
                     .replace("RDZV", ""))
     res = runner.invoke(app, ["validate", str(path)])
     assert res.exit_code == 2 and "raw argv that starts its own launcher" in " ".join(res.output.split())
+
+
+FT_HANG = """\
+[2026-11-28 09:55:44,487] [WARNING] [RankMonServer17525@vm:0] Did not get subsequent heartbeat. Waited 2.00 seconds.
+[2026-11-28 09:55:44,988] [WARNING] [RankMonServer17525@vm:0] FT timeout elapsed.
+[2026-11-28 09:55:45,075] [INFO] [ft_launcher17474@vm] [default] Worker group FAILED. 10/10 attempts left; will restart worker group
+"""
+
+
+def test_ft_launcher_s_rank_monitor_timeout_is_one_hang_detection_with_its_reason(tmp_path):
+    w = Watcher(0, str(tmp_path), "node-1", None, "ft_launcher")
+    for line in FT_HANG.splitlines():
+        w.line(line)
+    rows = [json.loads(x) for x in (tmp_path / "agent-node-1.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in rows] == ["hang_detected", "worker_group_failed", "worker_group_restart"]
+    assert "Did not get subsequent heartbeat" in rows[0]["reason"] and rows[0]["launcher"] == "ft_launcher"
+
+
+def test_a_launcher_s_hang_detection_is_the_fault_s_detection(tmp_path):
+    """hung_rank under ft_launcher: the rank monitor's timeout is the first sign, before any restart."""
+    from chaosbench.checks.detection import first_sign
+    from chaosbench.checks.history import History
+    ev = tmp_path / "events"
+    ev.mkdir()
+    (ev / "events-node-0-local0.jsonl").write_text(json.dumps(
+        {"ts": 99.0, "event": "step", "step": 1, "node": "node-0", "local_rank": 0, "rank": 0, "pid": 7}) + "\n")
+    (ev / "agent-node-1.jsonl").write_text(json.dumps(
+        {"ts": 102.2, "event": "hang_detected", "node": "node-1", "launcher": "ft_launcher"}) + "\n")
+    (tmp_path / "faults.jsonl").write_text(json.dumps(
+        {"ts": 100.0, "id": "f1", "action": "inject", "fault": "freeze_worker", "target": "node-1"}) + "\n")
+    h = History.load(tmp_path)
+    assert first_sign(h, h.faults[0], None) == (102.2, "ft_launcher agent hang_detected on node-1")
+
+
+def test_the_reference_trainer_s_heartbeat_is_a_no_op_outside_ft_launcher(monkeypatch):
+    from trainer.launcher_hooks import FT_SOCKET, FtHeartbeat
+    monkeypatch.delenv(FT_SOCKET, raising=False)
+    hb = FtHeartbeat()
+    hb.beat()
+    hb.close()
+    assert hb.client is None
+
+
+def test_versions_are_the_pins_and_torch_s_for_torchrun():
+    import torch
+    assert launchers.get("ft_launcher").version() == "0.4.1"
+    assert launchers.get("dlrover-run").version() == "0.6.1"
+    assert launchers.get("torchrun").version() == torch.__version__.split("+")[0]

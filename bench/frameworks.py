@@ -1,0 +1,143 @@
+"""The same faults under each launcher, side by side in one run: ratios to torchrun with chaosbench's tuned settings.
+
+    python bench/frameworks.py [--backend docker|local] [--scenarios node_loss,worker_crash,hung_rank,straggler,
+                               network_partition] [--launchers torchrun,ft_launcher,dlrover-run[,torchft]]
+                               [--json out.json] [--keep DIR]
+
+Each scenario is the library's own (scenarios/<name>.yaml, the reference trainer). The torchrun row runs it as
+written: chaosbench's tuned settings (etcd-v3 liveness leases where the scenario uses them, warm start). Every
+other launcher runs the same faults and expectations with what that launcher needs (LAUNCHER_SETTINGS below:
+the c10d rendezvous where it accepts no other, its own detection settings). Per scenario and launcher it prints
+detection, the recovery's phases (rendezvous, restore, first step), lost steps and goodput, and each as a ratio
+to torchrun's (x2.0: twice torchrun's time; for goodput, the fraction of torchrun's). Runs are interleaved
+(all launchers of a scenario, then the next scenario) so load drift hits them alike; every run is a real
+`chaosbench run` that cleans up after itself.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ("node_loss", "worker_crash", "hung_rank", "straggler", "network_partition")
+LAUNCHERS = ["torchrun", "ft_launcher", "dlrover-run"]   # a list: more launchers (torchft) are rows like these
+# what each launcher needs beside the scenario as written (docs/frameworks.md, "Settings that made each fast")
+LAUNCHER_SETTINGS: dict[str, dict] = {
+    "torchrun": {},
+    # c10d only (its own handler); a rank's heartbeats time out after 2 s (default 45 min), checked every 0.5 s
+    "ft_launcher": {"rendezvous": "c10d",
+                    "launcher_args": ["--ft-initial-rank-heartbeat-timeout=120", "--ft-rank-heartbeat-timeout=2",
+                                      "--ft-workload-check-interval=0.5"]},
+    # rendezvous through DLRover's job master on node-0 (the c10d endpoint)
+    "dlrover-run": {"rendezvous": "c10d"},
+    "torchft": {"rendezvous": "c10d"},
+}
+PHASES = ("detection_s", "rendezvous_s", "restore_s", "first_step_s", "total_s")
+
+
+def derived(name: str, launcher: str, backend: str, out: Path) -> Path:
+    """scenarios/<name>.yaml under `launcher`, paths made absolute (the copy lives elsewhere)."""
+    data = yaml.safe_load((ROOT / "scenarios" / f"{name}.yaml").read_text())
+    t, c = data.setdefault("trainer", {}), data.setdefault("cluster", {})
+    if t.get("config"):
+        t["config"] = str(ROOT / t["config"])
+    c["backend"] = backend
+    data["name"] = f"{name}_{launcher.replace('-', '_')}"
+    settings = LAUNCHER_SETTINGS.get(launcher, {})
+    if launcher != "torchrun":
+        t["launcher"] = launcher
+        if settings.get("launcher_args"):
+            t["launcher_args"] = settings["launcher_args"]
+        if settings.get("rendezvous"):
+            c["rendezvous"] = settings["rendezvous"]
+    expect = data.setdefault("expect", {})
+    if data.get("faults") and "no_restart" not in expect:
+        expect.setdefault("max_detection_seconds", 120)   # measured, not a goal here: the bench reads the figure
+    path = out / f"{data['name']}.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_one(path: Path, reports: Path) -> dict:
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "chaosbench.cli", "run", str(path), "--report-dir", str(reports),
+                        "--quiet"], capture_output=True, text=True, cwd=path.parent, timeout=1200)
+    runs = sorted(reports.glob(f"{path.stem}-*"), key=lambda p: p.stat().st_mtime)
+    row = {"scenario": path.stem, "exit": r.returncode, "wall_s": round(time.monotonic() - t0, 1)}
+    if not runs or not (runs[-1] / "result.json").is_file():
+        return {**row, "error": (r.stdout + r.stderr)[-400:]}
+    res = json.loads((runs[-1] / "result.json").read_text())
+    row.update(run_dir=str(runs[-1]), verdict=res["verdict"], launcher=res["cluster"].get("launcher"),
+               version=res["cluster"].get("launcher_version"), goodput=(res.get("goodput") or {}).get("ratio"))
+    rec = (res.get("recoveries") or [{}])[0]
+    row.update({k: rec.get(k) for k in PHASES}, lost_steps=rec.get("lost_steps"))
+    detect = [c.get("observed") for c in res["checks"] if c["name"].startswith("max_detection_seconds")]
+    if row["detection_s"] is None and detect and isinstance(detect[0], (int, float)):
+        row["detection_s"] = detect[0]   # the first sign the job noticed (a launcher's hang detection among them)
+    row["failed"] = [c["name"] for c in res["checks"] if c["status"] == "failed"]
+    return row
+
+
+def ratio(v, base) -> str:
+    if not isinstance(v, (int, float)) or not isinstance(base, (int, float)):
+        return "-"
+    return f"x{v / base:.2f}" if base else ("x1.00" if v == 0 else "-")
+
+
+def fmt(v) -> str:
+    return "-" if v is None else f"{v:g}" if isinstance(v, (int, float)) else str(v)
+
+
+def table(rows: list[dict]) -> str:
+    cols = ("detection_s", "rendezvous_s", "restore_s", "first_step_s", "total_s", "lost_steps", "goodput")
+    head = "| scenario | launcher | verdict | " + " | ".join(cols) + " |"
+    out = [head, "|" + "---|" * (3 + len(cols))]
+    by = {}
+    for r in rows:
+        by.setdefault(r["base"], []).append(r)
+    for name, group in by.items():
+        base = next((r for r in group if r["case"] == "torchrun"), {})
+        for r in group:
+            cells = [fmt(r.get(c)) + ("" if r is base else f" ({ratio(r.get(c), base.get(c))})") for c in cols]
+            who = f"{r['case']} {r.get('version') or ''}".strip()
+            out.append(f"| {name} | {who} | {r.get('verdict', 'error')} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--backend", default="docker", choices=("docker", "local"))
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--launchers", default=",".join(LAUNCHERS))
+    ap.add_argument("--json", type=Path, help="write every row here")
+    ap.add_argument("--keep", type=Path, help="keep the run directories here (default: a temporary one)")
+    args = ap.parse_args(argv)
+    launchers = [x for x in args.launchers.split(",") if x]
+    work = Path(tempfile.mkdtemp(prefix="cb-frameworks-"))
+    reports = args.keep or work / "reports"
+    reports.mkdir(parents=True, exist_ok=True)
+    rows, t0 = [], time.monotonic()
+    for name in [s for s in args.scenarios.split(",") if s]:
+        if name not in SCENARIOS:
+            ap.error(f"unknown scenario {name}: use {', '.join(SCENARIOS)}")
+        for launcher in launchers:
+            row = {"base": name, "case": launcher, **run_one(derived(name, launcher, args.backend, work), reports)}
+            print(f"# {name} under {launcher}: {row.get('verdict', 'error')} in {row['wall_s']} s "
+                  f"(total {fmt(row.get('total_s'))} s){' ' + row['error'] if 'error' in row else ''}", flush=True)
+            rows.append(row)
+    print(f"\n{args.backend}, {time.monotonic() - t0:.0f} s; ratios to torchrun (tuned) in brackets\n")
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if all("error" not in r for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
