@@ -62,9 +62,9 @@ if [ "$images" = 1 ]; then
 from chaosbench.launchers.torchft import LAUNCHER
 print(jobenv.docker_image(images.node_image(), jobenv.requirements(None, None, LAUNCHER.requirements)))'
     # ft_launcher's and dlrover-run's job images (their pins in /opt/jobenv) for examples/{ft_launcher,dlrover}'s chaos tests
-    for l in ft_launcher dlrover-run; do
-      .venv/bin/python -m chaosbench.cluster.jobenv image \
-        $(.venv/bin/python -c "from chaosbench import launchers; print(*launchers.get('$l').requirements)")
-    done
+    .venv/bin/python -c 'from chaosbench import launchers; from chaosbench.cluster import jobenv
+from chaosbench.cluster.docker import images
+for name in ("ft_launcher", "dlrover-run"):
+    print(jobenv.docker_image(images.node_image(), jobenv.requirements(None, None, launchers.get(name).requirements)))'
   fi
 fi
