@@ -62,8 +62,9 @@ def quorum_path(h: History, node: str | None = None) -> list[tuple[float, int, f
             for e in sorted(evs, key=lambda e: e["ts"])]
 
 
-def heals(h: History, after: float) -> list[tuple[str, float, float | None, int | None]]:
-    """(node, heal_start ts, heal_done ts or None, step healed to) of every heal begun after `after`."""
+def heals(h: History, after: float) -> list[tuple[str, float, float | None, int | None, float | None]]:
+    """(node, heal_start ts, heal_done ts or None, step healed to, the peer fetch's own seconds) of every heal
+    begun after `after`."""
     out, open_ = [], {}
     for e in sorted(h.agent_events, key=lambda e: e["ts"]):
         if e["ts"] < after or e.get("event") not in ("heal_start", "heal_done"):
@@ -71,10 +72,10 @@ def heals(h: History, after: float) -> list[tuple[str, float, float | None, int 
         node = str(e.get("node"))
         if e["event"] == "heal_start":
             open_[node] = len(out)
-            out.append((node, float(e["ts"]), None, e.get("step")))
+            out.append((node, float(e["ts"]), None, e.get("step"), None))
         elif node in open_:
             i = open_.pop(node)
-            out[i] = (out[i][0], out[i][1], float(e["ts"]), out[i][3])
+            out[i] = (out[i][0], out[i][1], float(e["ts"]), out[i][3], e.get("fetch_s"))
     return out
 
 
@@ -118,12 +119,13 @@ def quorum_recovery(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
         if not healed or healed[0][2] is None:
             return failed(name, expected, "no heal", f"{f.id}: the quorum grew back to {full} without a completed "
                           f"heal from a live peer (heal_start/heal_done)")
-        node, start, done, step = healed[0]
+        node, _, done, step, fetch_s = healed[0]
         took = done - f.injected_at
         if e.max_heal_seconds is not None and took > e.max_heal_seconds:
             return failed(name, expected, round(took, 2), f"{f.id}: {node} healed {took:.2f} s after the fault, over "
                           f"{e.max_heal_seconds:g} s")
         lines.append(f"{f.id}: quorum {full} -> {shrink[1]} after {shrink[0] - f.injected_at:.2f} s, back to {full} "
-                     f"after {grow[0] - f.injected_at:.2f} s; {node} healed to step {step} from a peer in "
-                     f"{done - start:.3f} s, {took:.2f} s after the fault")
+                     f"after {grow[0] - f.injected_at:.2f} s; {node} healed to step {step} from a peer"
+                     + (f" (state fetched in {fetch_s:.3f} s)" if fetch_s is not None else "")
+                     + f", {took:.2f} s after the fault")
     return passed(name, expected, "; ".join(lines), "no survivor restarted; " + "; ".join(lines))

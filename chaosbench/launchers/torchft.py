@@ -24,6 +24,7 @@ MEMBER = re.compile(r"QuorumMember \{ replica_id: \"([^\"]*)\".*?step: (\d+)")
 HEAL = re.compile(r"healing required, fetching checkpoint metadata from recover_src_manager_address='([^']*)' "
                   r"max_step=(\d+)")
 HEALED = "Loaded state dict."
+FETCHED = re.compile(r"fetching checkpoint from \S+ took ([0-9.]+)s")   # the HTTP transport's own timing
 
 
 class TorchftAdapter(LogAdapter):
@@ -32,6 +33,7 @@ class TorchftAdapter(LogAdapter):
     def __init__(self) -> None:
         super().__init__()
         self.quorum_id: int | None = None
+        self.fetch_s: float | None = None
 
     def extra(self, text: str) -> list[tuple[str, dict]]:
         return self.worker_line(text)
@@ -52,8 +54,13 @@ class TorchftAdapter(LogAdapter):
         h = HEAL.search(text)
         if h:
             return [("heal_start", {"step": int(h.group(2)), "peer": h.group(1)})]
-        if HEALED in text:
-            return [("heal_done", {})]
+        f = FETCHED.search(text)
+        if f:
+            self.fetch_s = round(float(f.group(1)), 4)
+            return []
+        if HEALED in text:   # the lines arrive together: the peer's own fetch time is the heal's measure
+            fields, self.fetch_s = ({"fetch_s": self.fetch_s} if self.fetch_s is not None else {}), None
+            return [("heal_done", fields)]
         return []
 
 

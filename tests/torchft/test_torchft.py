@@ -16,6 +16,8 @@ QUORUM = ('2026-11-28T09:40:02.236 [INFO] [torchft::manager] - [Replica job_0] g
           'Some(Timestamp { seconds: 1795858802, nanos: 235 }) }) }')
 MEMBER = ('QuorumMember { replica_id: "train_ddp_N:d1521872-5dd5", address: "http://vm:39255", store_address: '
           '"127.0.0.1:29502", step: STEP, world_size: 1, shrink_only: false, commit_failures: 0, data: "" }')
+FETCHED = ("2026-11-28 09:40:26,480 torchft.checkpointing.http_transport INFO fetching checkpoint from "
+           "http://vm:41821/checkpoint/278/full took 0.01137817000000041s")
 HEAL = ("2026-11-28 09:40:26,468 torchft.manager INFO [job_1:950db739/0 - step 0] healing required, fetching "
         "checkpoint metadata from recover_src_manager_address='http://vm:39255' max_step=278")
 
@@ -61,7 +63,8 @@ def test_the_lighthouse_runs_beside_the_services_from_the_job_image(tmp_path):
 def test_quorum_changes_are_events_once_each_and_heals_are_timed():
     a = TorchftAdapter()
     got = [ev for line in (quorum(1, (0, 0)), quorum(2, (0, 2), (1, 2)), quorum(2, (0, 3), (1, 3)),
-                           quorum(3, (0, 163)), HEAL, "[INFO] Loaded state dict.") for ev in a.worker_line(line)]
+                           quorum(3, (0, 163)), HEAL, FETCHED, "[INFO] Loaded state dict.")
+           for ev in a.worker_line(line)]
     assert got[1][1].pop("ids") == ["train_ddp_0:d1521872-5dd5", "train_ddp_1:d1521872-5dd5"]   # a restart: new id
     for _, fields in got:
         fields.pop("ids", None)
@@ -70,7 +73,7 @@ def test_quorum_changes_are_events_once_each_and_heals_are_timed():
                                       "max_step": 2}),
                    ("quorum_change", {"quorum_id": 3, "replicas": 1, "members": ["train_ddp_0"], "max_step": 163}),
                    ("heal_start", {"step": 278, "peer": "http://vm:39255"}),
-                   ("heal_done", {})]
+                   ("heal_done", {"fetch_s": 0.0114})]
     # unprefixed lines (a job without --tee) reach the adapter as agent lines: the same events
     b = TorchftAdapter()
     assert [e for e, _ in b.line(quorum(4, (0, 5)))] == ["quorum_change"]
