@@ -7,12 +7,21 @@ endpoint's port, and every agent finds it through DLROVER_MASTER_ADDR (docs/fram
 """
 from __future__ import annotations
 
-from chaosbench.launchers.base import Launcher, Rendezvous
+from chaosbench.launchers.base import Launcher, LogAdapter, Rendezvous
 
 VERSION = "0.6.1"
 # node-0's shell starts the master in the background, then execs the agent (same pid, same tree)
 MASTER = ('"$0" -u -m dlrover.python.master.main --platform local --port "$CB_DLROVER_PORT" '
           '--node_num "$CB_DLROVER_NODES" --job_name "$CB_DLROVER_JOB" & exec "$@"')
+
+
+def _adapter() -> LogAdapter:
+    """torch elastic's lines as DLRover's agent (training.py) words them: it joins its master's rendezvous
+    ("attempts to join the next round"), names a failed group "The worker fails with", and restarts for
+    nodes waiting to join ("new nodes ...; will restart worker group", torch's own wording)."""
+    return LogAdapter(lines={"attempts to join the next round": "rendezvous_start",
+                             "The worker fails with": "worker_group_failed",
+                             "will restart worker group": "worker_group_restart"})
 
 
 class DlroverRun(Launcher):
@@ -27,6 +36,9 @@ class DlroverRun(Launcher):
         agent = [r.python, "-m", "dlrover.trainer.torch.main", f"--nnodes={r.min_nodes}:{r.max_nodes}",
                  f"--nproc-per-node={r.nproc}", f"--max-restarts={r.max_restarts}", "--monitor-interval=0.1"]
         return ["sh", "-c", MASTER, r.python, *agent] if r.node_rank == 0 else agent
+
+    def adapter(self) -> LogAdapter:
+        return _adapter()
 
     def env(self, r: Rendezvous) -> dict[str, str]:
         host, _, port = r.endpoint.rpartition(":")

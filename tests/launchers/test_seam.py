@@ -76,6 +76,16 @@ FT_LOG = """\
 
 [2026-11-28 09:38:11,742] [INFO] [ft_launcher18471@vm] [default] Starting worker group
 """
+DLROVER_LOG = """\
+[2026-11-28 09:39:07,060] [INFO] [training.py:391:next_rendezvous] The node '' with rank 0 attempts to join the next round of the rendezvous elastic-training with timeout 600.
+[2026-11-28 09:39:12,091] [INFO] [training.py:708:_rendezvous] [dlrover-trainer] Rendezvous complete for workers. Result:
+  restart_count=1
+  group_rank=0
+  group_world_size=2
+  global_world_sizes=[2]
+
+[2026-11-28 09:39:12,098] [INFO] [training.py:968:_initialize_workers] Finish initializing training(ElasticTrainingAgent) workers.
+"""
 TORCHRUN_LOG = """\
 I1128 09:38:10.618000 7 api.py:1] [default] Rendezvous'ing worker group
 I1128 09:38:11.741000 7 api.py:2] [default] Rendezvous complete for workers. Result:
@@ -87,7 +97,7 @@ I1128 09:38:11.741000 7 api.py:2]
 
 
 @pytest.mark.parametrize("launcher, log", [("ft_launcher", FT_LOG), ("torchrun", TORCHRUN_LOG),
-                                           ("dlrover-run", FT_LOG.replace("[default]", "[dlrover-trainer]"))])
+                                           ("dlrover-run", DLROVER_LOG)])
 def test_each_launcher_s_rendezvous_block_becomes_the_same_agent_events(tmp_path, launcher, log):
     w = Watcher(0, str(tmp_path), "node-0", None, launcher)
     for line in log.splitlines():
