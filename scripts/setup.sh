@@ -55,6 +55,8 @@ if [ "$images" = 1 ]; then
   # the main job does not use it. Built here rather than inside a test's time limit.
   if [ "${1:-}" = "--slurm" ]; then
     .venv/bin/python -m chaosbench.cluster.slurm.testcluster build
+    # the wheels of examples/byo_deps' own packages (tests/jobenv), so its tests need no index
+    .venv/bin/python -m chaosbench.cluster.jobenv fetch -r examples/byo_deps/requirements.txt
     # the Ray backend's image (the node image + ray[train] in /opt/jobenv) for the Ray chaos tests
     .venv/bin/python -m chaosbench.cluster.ray.testcluster build
     # torchft's job image (the node image + the launcher's pins in /opt/jobenv) for examples/torchft's chaos test

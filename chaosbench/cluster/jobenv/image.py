@@ -22,7 +22,7 @@ from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.jobenv import env as env_mod, probe, resolve
 
 REPO_NAME = "chaosbench/job"
-RECIPE = "jobenv-1"          # bump when the way an image is made changes: old tags stop matching
+RECIPE = "jobenv-2"          # bump when the way an image is made changes: old tags stop matching
 BUILD_PREFIX = "cb-jobenv-build-"   # build containers' names; their owner label says whose they are
 OWNER_LABEL = "io.chaosbench.jobenv.owner"
 PINS_IN_IMAGE = f"{env_mod.PREFIX_IN_IMAGE}/requirements.txt"

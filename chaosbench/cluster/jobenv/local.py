@@ -41,28 +41,38 @@ def local_prefix(reqs: list[str], origin: str = "", python: str = sys.executable
         fcntl.flock(lock, fcntl.LOCK_EX)   # two harnesses installing the same prefix: one does, one waits
         if (target / DONE).is_file():
             return target
-        t0 = time.monotonic()
-        _log(f"installing {', '.join(reqs)} into {target} (once; later runs reuse it)")
-        pins = resolve.fetch(reqs, images.CACHE / "wheels", origin, python)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
-            (tmp / "requirements.txt").write_text("".join(p + "\n" for p in pins))
-            if pins:
-                argv = env_mod.install_argv(python, str(images.CACHE / "wheels"), str(tmp), str(tmp / "requirements.txt"))
-                out = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-                if out.returncode != 0:
-                    raise resolve.failed("pip could not install", reqs, origin, out.stdout + out.stderr)
-            subprocess.run(["sh", "-c", env_mod.link_site(str(tmp))], check=True, timeout=60)
-            # the versions the job will import (its requirements and what came with them): the report's list
-            found = subprocess.run([python, "-c", probe.source(reqs + pins)], capture_output=True, text=True,
-                                   timeout=120, env=env_mod.job_env(os.environ, tmp))
-            (tmp / DONE).write_text("".join(p + "\n" for p in probe.versions(found.stdout)))
-            shutil.rmtree(target, ignore_errors=True)   # a half-made one from a killed install
-            tmp.rename(target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        _log(f"{target} ready in {time.monotonic() - t0:.1f}s: {', '.join(pins) or 'nothing missing'}")
+        install(reqs, target, origin, python)
     return target
+
+
+def install(reqs: list[str], target: Path, origin: str = "", python: str = sys.executable) -> list[str]:
+    """`reqs` installed into the prefix `target` for `python` (made beside it, renamed into place);
+    returns name==version of what the job will import from there."""
+    t0 = time.monotonic()
+    _log(f"installing {', '.join(reqs)} into {target} (once; later runs reuse it)")
+    pins = resolve.fetch(reqs, images.CACHE / "wheels", origin, python)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        (tmp / "requirements.txt").write_text("".join(p + "\n" for p in pins))
+        if pins:
+            argv = env_mod.install_argv(python, str(images.CACHE / "wheels"), str(tmp), str(tmp / "requirements.txt"))
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+            if out.returncode != 0:
+                raise resolve.failed("pip could not install", reqs, origin, out.stdout + out.stderr)
+        subprocess.run(["sh", "-c", env_mod.link_site(str(tmp))], check=True, timeout=60)
+        # the versions the job will import (its requirements and what came with them): the report's list
+        found = subprocess.run([python, "-c", probe.source(reqs + pins)], capture_output=True, text=True,
+                               timeout=120, env=env_mod.job_env(os.environ, tmp))
+        versions = probe.versions(found.stdout)
+        (tmp / DONE).write_text("".join(p + "\n" for p in versions))
+        tmp.chmod(0o755)   # mkdtemp's 0700: a prefix on shared storage is read by the job's other users
+        shutil.rmtree(target, ignore_errors=True)   # a half-made one from a killed install
+        tmp.rename(target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    _log(f"{target} ready in {time.monotonic() - t0:.1f}s: {', '.join(versions) or 'nothing missing'}")
+    return versions
 
 
 def prefix_packages(prefix: Path) -> list[str]:

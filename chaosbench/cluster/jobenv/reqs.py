@@ -54,6 +54,7 @@ def normalise(spec: str) -> str:
     if req.url:
         raise Refused(None, f"{text!r}: {_NO_DIRECT}")
     req.name = canonicalize_name(req.name)
+    req.extras = {canonicalize_name(e) for e in req.extras}
     return str(req)
 
 

@@ -31,6 +31,7 @@ from chaosbench.cluster.node.scripts import Script
 from chaosbench.cluster.launch import hosts_store, node_plan, validate
 from chaosbench.cluster.slurm import allocation
 from chaosbench.cluster.slurm.allocation import sweep  # noqa: F401  (chaosbench clean, tests)
+from chaosbench.cluster.slurm import requirements
 from chaosbench.cluster.slurm.commands import (Allocation, Slurm, private_argv, roots, run_root, setting, srun_argv,
                                                step_argv)
 from chaosbench.cluster.slurm.event_pump import EventPump
@@ -154,6 +155,9 @@ class SlurmCluster(Cluster):
         self.job_id = allocation.submit(self.slurm, self.alloc)
         self._record()
         self.hosts = allocation.wait_running(self.slurm, self.job_id)
+        if self.spec.requirements:   # before any node starts: the site's python must have the job's packages
+            self.job_packages = requirements.check(self.slurm, self.job_id, self._node_hosts()[0], self.python,
+                                                   self.spec.requirements, self.spec.requirements_origin, self.srcdir)
         if self.services_mode == "node":   # the first host holds the services; nodes get the rest
             self.services = NodeServices(self.slurm, self.job_id, self.hosts[0], self.python, self.srcdir,
                                          f"{self.scratch}/{run_root(self.project)}/services",
@@ -218,7 +222,8 @@ class SlurmCluster(Cluster):
         argv = self._private([*self._node_pairs(node), *local], tuple(plan.argv))
         cwd = plan.cwd or self.srcdir
         with open(self.run_dir / "logs" / f"{node}.log", "ab") as log:
-            self._procs[node] = self.slurm.popen(srun_argv(self.job_id, host, node, plan.env, argv, cwd), log)
+            self._procs[node] = self.slurm.popen(srun_argv(self.job_id, host, node, requirements.with_prefix(plan.env),
+                                                           argv, cwd), log)
         self._paused.discard(node)
         if wait:
             self._await_step(node)
