@@ -81,6 +81,8 @@ def _docker(everything: bool, removed: dict, kept: list) -> None:
         remove_project(project)
         for kind, items in names.items():
             removed.setdefault(kind, []).extend(items)
+    from chaosbench.cluster.jobenv.image import sweep as sweep_job_builds
+    removed["containers"].extend(sweep_job_builds(everything))   # a job image's build, its harness gone
 
 
 def sweep_local(everything: bool = False, removed: dict | None = None, kept: list | None = None,

@@ -7,6 +7,7 @@ cannot satisfy stops the run before any node starts, naming it and where it was 
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,38 @@ def test_a_requirement_pip_cannot_satisfy_stops_the_run_before_any_node_naming_i
     assert "worker_crash.yaml" in out, out[-3000:]
     left = [p.name for p in (cache / "jobenv").iterdir()] if (cache / "jobenv").is_dir() else []
     assert all(name.endswith(".lock") for name in left), left   # no prefix, finished or half-made
+
+
+def test_two_harnesses_installing_the_same_prefix_at_once_make_it_once(tmp_path):
+    from chaosbench.cluster.docker import images
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "wheels").symlink_to(images.CACHE / "wheels")   # the set-up's wheels: no index needed
+    code = "from chaosbench.cluster import jobenv; print(jobenv.local_prefix(['omegaconf>=2.3']))"
+    env = {**os.environ, "CHAOSBENCH_CACHE": str(cache), "PIP_NO_INDEX": "1"}
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert outs[0][0] == outs[1][0] and sum("installing" in err for _, err in outs) == 1, outs
+    prefix = Path(outs[0][0].strip())
+    assert (prefix / "site" / "omegaconf").is_dir() and not list(prefix.parent.glob(".*-*")), list(prefix.parent.iterdir())
+
+
+@pytest.mark.docker
+def test_a_build_container_left_by_a_dead_harness_is_swept_by_clean(tmp_path):
+    from chaosbench.cluster.clean import clean
+    from chaosbench.cluster.docker import images
+    from chaosbench.cluster.docker.cli import docker, docker_unusable
+    from chaosbench.cluster.jobenv.image import BUILD_PREFIX, OWNER_LABEL
+    if docker_unusable():
+        pytest.skip(f"docker: {docker_unusable()}")
+    name = f"{BUILD_PREFIX}test-{os.getpid()}"
+    dead = f"{socket.gethostname()}:999999999:1"   # no such process here: its harness is gone
+    docker("create", "--name", name, "--label", f"{OWNER_LABEL}={dead}", images.node_image(), "true")
+    try:
+        removed, _ = clean()
+        assert name in removed["containers"], removed
+        assert not docker("ps", "-aq", "--filter", f"name={name}").strip()
+    finally:
+        docker("rm", "-f", name, check=False)

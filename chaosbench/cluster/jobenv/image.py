@@ -92,11 +92,16 @@ def image_packages(tag: str) -> list[str]:
     return label.split() if label.strip() != "<no value>" else []
 
 
-def sweep() -> None:
-    """Build containers left by a harness that died mid-build (its finally never ran)."""
+def sweep(everything: bool = False) -> list[str]:
+    """Build containers left by a harness that died mid-build (its finally never ran); everything=True:
+    also those of live builds (`chaosbench clean --all`). Returns their names."""
     out = docker("ps", "-a", "--filter", f"name={BUILD_PREFIX}", "--format",
                  '{{.Names}} {{.Label "%s"}}' % OWNER_LABEL, check=False)
+    gone = []
     for line in out.splitlines():
         parts = line.split()
-        if parts and parts[0].startswith(BUILD_PREFIX) and not owner_mod.alive(parts[1] if len(parts) > 1 else ""):
+        if parts and parts[0].startswith(BUILD_PREFIX) and (
+                everything or not owner_mod.alive(parts[1] if len(parts) > 1 else "")):
             docker("rm", "-f", parts[0], check=False)
+            gone.append(parts[0])
+    return gone

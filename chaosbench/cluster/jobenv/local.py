@@ -41,6 +41,8 @@ def local_prefix(reqs: list[str], origin: str = "", python: str = sys.executable
         fcntl.flock(lock, fcntl.LOCK_EX)   # two harnesses installing the same prefix: one does, one waits
         if (target / DONE).is_file():
             return target
+        for half in target.parent.glob(f".{target.name}-*"):   # a killed install's: we hold its lock now
+            shutil.rmtree(half, ignore_errors=True)
         install(reqs, target, origin, python)
     return target
 
