@@ -187,3 +187,13 @@ def test_versions_are_the_pins_and_torch_s_for_torchrun():
     assert launchers.get("ft_launcher").version() == "0.4.1"
     assert launchers.get("dlrover-run").version() == "0.6.1"
     assert launchers.get("torchrun").version() == torch.__version__.split("+")[0]
+
+
+def test_an_ft_launcher_node_loss_is_told_its_keep_alive_is_fixed_not_to_use_etcd_v3():
+    """A stored local node_loss under ft_launcher (c10d, last call 2 s): 19.5 s of its 20.9 s recovery was the
+    rendezvous waiting out ft_launcher's keep-alive, which no rdzv_timeouts setting reaches."""
+    from chaosbench.diagnosis import diagnose
+    run = Path(__file__).parent / "data" / "ft_node_loss"
+    (f,) = [f for f in diagnose(run).findings if f.rule == "rdzv_keepalive_default"]
+    assert "fixed at 5 s x 3" in f.title and "last call 2 s" in f.title, f.title
+    assert "reads no keep-alive setting" in f.fix and "etcd-v3 rendezvous (liveness" not in f.fix
