@@ -29,7 +29,7 @@ import time
 
 from chaosbench import launchers
 
-PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")   # torchrun --tee: "[default0]:text"
+PREFIX = re.compile(r"^\[[A-Za-z_-]*?(\d+)\]:(.*)$")   # --tee: "[default0]:text", dlrover-run "[dlrover-trainer0]:"
 
 
 class Writer:

@@ -197,3 +197,13 @@ def test_an_ft_launcher_node_loss_is_told_its_keep_alive_is_fixed_not_to_use_etc
     (f,) = [f for f in diagnose(run).findings if f.rule == "rdzv_keepalive_default"]
     assert "fixed at 5 s x 3" in f.title and "last call 2 s" in f.title, f.title
     assert "reads no keep-alive setting" in f.fix and "etcd-v3 rendezvous (liveness" not in f.fix
+
+
+def test_dlrover_run_s_tee_prefix_is_a_worker_line(tmp_path):
+    """dlrover-run's role is `dlrover-trainer`: its --tee prefix `[dlrover-trainer1]:` is local rank 1's output."""
+    w = Watcher(0, str(tmp_path), "node-0", r"step (?P<step>\d+)", "dlrover-run")
+    w.workers[7] = {"node": "node-0", "rank": 3, "local_rank": 1, "world_size": 4, "restart_count": 0, "pid": 7,
+                    "run_id": "r"}
+    w.line("[dlrover-trainer1]:step 12 loss 0.5")
+    (row,) = [json.loads(x) for x in (tmp_path / "events-node-0-local1-observed.jsonl").read_text().splitlines()]
+    assert (row["step"], row["rank"]) == (12, 3) and w.prefixed
