@@ -23,6 +23,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 
 
@@ -103,12 +104,17 @@ def observed(loop, progress: str | None):
                 events.emit("step", **fields)
 
         printed = builtins.print
+        printing = threading.local()   # Ray Train's print goes through logging: one line, one step event
 
         def print_(*objects, sep=" ", end="\n", file=None, flush=False):
             on_text(sep.join(str(o) for o in objects))
-            printed(*objects, sep=sep, end=end, file=file, flush=flush)
+            printing.now = True
+            try:
+                printed(*objects, sep=sep, end=end, file=file, flush=flush)
+            finally:
+                printing.now = False
 
-        handler = _Progress(on_text)
+        handler = _Progress(lambda text: None if getattr(printing, "now", False) else on_text(text))
         logging.getLogger().addHandler(handler)
         ray.train.get_checkpoint, builtins.print = get_checkpoint, print_
         names = getattr(loop, "__globals__", {})   # `from ray.train import get_checkpoint` in the loop's module

@@ -52,3 +52,18 @@ def test_a_loop_that_never_asks_and_fails(fake_ray):
     evs = events(fake_ray)
     assert "ray_get_checkpoint" not in [e["event"] for e in evs]
     assert evs[-1]["event"] == "worker_exit" and evs[-1]["exit_code"] == 1 and "boom" in evs[-1]["error"]
+
+
+def test_a_print_that_ray_logs_is_one_step(fake_ray):
+    import builtins
+    import logging
+
+    def logged_print(*objects, **kw):   # Ray Train's print: a log record of the line
+        logging.getLogger("ray.train").warning(" ".join(map(str, objects)))
+    old = builtins.print
+    builtins.print = logged_print
+    try:
+        observed(lambda config: print("step 3 loss 1.0"), r"step (?P<step>\d+)")({"counter": None})
+    finally:
+        builtins.print = old
+    assert [e["step"] for e in events(fake_ray) if e["event"] == "step"] == [3]
