@@ -124,8 +124,11 @@ def quorum_recovery(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
         if e.max_heal_seconds is not None and took > e.max_heal_seconds:
             return failed(name, expected, round(took, 2), f"{f.id}: {node} healed {took:.2f} s after the fault, over "
                           f"{e.max_heal_seconds:g} s")
-        lines.append(f"{f.id}: quorum {full} -> {shrink[1]} after {shrink[0] - f.injected_at:.2f} s, back to {full} "
-                     f"after {grow[0] - f.injected_at:.2f} s; {node} healed to step {step} from a peer"
+        change = (f"quorum {full} -> {shrink[1]} after {shrink[0] - f.injected_at:.2f} s, back to {full} after "
+                  f"{grow[0] - f.injected_at:.2f} s" if shrink[1] < full else
+                  f"the group rejoined under a new id {shrink[0] - f.injected_at:.2f} s after the fault, before "
+                  f"the Lighthouse dropped it (quorum stayed {full})")
+        lines.append(f"{f.id}: {change}; {node} healed to step {step} from a peer"
                      + (f" (state fetched in {fetch_s:.3f} s)" if fetch_s is not None else "")
                      + f", {took:.2f} s after the fault")
     return passed(name, expected, "; ".join(lines), "no survivor restarted; " + "; ".join(lines))
