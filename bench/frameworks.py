@@ -27,7 +27,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ("node_loss", "worker_crash", "hung_rank", "straggler", "network_partition")
-LAUNCHERS = ["torchrun", "ft_launcher", "dlrover-run"]   # a list: more launchers (torchft) are rows like these
+LAUNCHERS = ["torchrun", "ft_launcher", "dlrover-run", "torchft"]
 # what each launcher needs beside the scenario as written (docs/frameworks.md, "Settings that made each fast")
 LAUNCHER_SETTINGS: dict[str, dict] = {
     "torchrun": {},
@@ -37,7 +37,9 @@ LAUNCHER_SETTINGS: dict[str, dict] = {
                                       "--ft-workload-check-interval=0.5"]},
     # rendezvous through DLRover's job master on node-0 (the c10d endpoint)
     "dlrover-run": {"rendezvous": "c10d"},
-    "torchft": {"rendezvous": "c10d"},
+    # no cross-node rendezvous (the Lighthouse's quorum); the reference trainer in torchft's idiom
+    # (trainer/torchft_train.py); its recovery is judged by quorum_recovery: no restart of the survivors
+    "torchft": {"rendezvous": "c10d", "expect": {"quorum_recovery": True}},
 }
 PHASES = ("detection_s", "rendezvous_s", "restore_s", "first_step_s", "total_s")
 
@@ -58,6 +60,7 @@ def derived(name: str, launcher: str, backend: str, out: Path) -> Path:
         if settings.get("rendezvous"):
             c["rendezvous"] = settings["rendezvous"]
     expect = data.setdefault("expect", {})
+    expect.update(settings.get("expect", {}))
     if data.get("faults") and "no_restart" not in expect:
         expect.setdefault("max_detection_seconds", 120)   # measured, not a goal here: the bench reads the figure
     path = out / f"{data['name']}.yaml"

@@ -14,6 +14,9 @@ from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
 
+COMES_BACK = ("kill_worker",)   # faults without a heal whose group returns anyway (its torchrun restarts it)
+
+
 def fault_nodes(h: History) -> set[str]:
     """The nodes a fault acted on (their restarts are the fault's; any other node is a survivor)."""
     return {str(f.params.get("node") or f.target) for f in h.faults}
@@ -112,6 +115,10 @@ def quorum_recovery(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
             return failed(name, expected, "no shrink", f"{f.id}: the quorum never lost a group after the fault "
                           f"({[n for _, n, _ in after] or 'no quorum change'})")
         grow = next(((ts, n) for ts, n, _ in after if ts >= shrink[0] and n == full), None)
+        if grow is None and f.healed_at is None and f.fault not in COMES_BACK:   # lost for good: shrinking is all
+            lines.append(f"{f.id}: quorum {was_n} -> {shrink[1]} after {shrink[0] - f.injected_at:.2f} s; the group "
+                         f"was lost for good (the fault never heals), the others trained on")
+            continue
         if grow is None:
             return failed(name, expected, f"{shrink[1]} of {full}", f"{f.id}: the quorum shrank to {shrink[1]} "
                           f"{shrink[0] - f.injected_at:.2f} s after the fault and never grew back to {full}")

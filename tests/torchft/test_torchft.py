@@ -116,3 +116,37 @@ def test_the_reference_trainer_runs_in_torchft_s_idiom_and_the_torchrun_path_nev
         names = {n.names[0].name if isinstance(n, ast.Import) else (n.module or "")
                  for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))}
         assert not any(x.split(".")[0] == "torchft" or x.endswith("torchft_train") for x in names), f
+
+
+def _history(healed_at=None, survivor_restart=False, grows=False):
+    from chaosbench.checks.history import FaultWindow, History
+
+    def step(node, pid, s):
+        return {"ts": float(s), "event": "step", "node": node, "rank": 0, "local_rank": 0, "world_size": 1,
+                "restart_count": 0, "pid": pid, "step": s, "observed": True}
+    events = [step("node-0", 99 if survivor_restart and s > 12 else 1, s) for s in range(1, 30)]
+    events += [step("node-1", 2, s) for s in range(1, 6)]
+    agent = [{"ts": 0.5, "event": "quorum_change", "node": "node-0", "replicas": 2},
+             {"ts": 11.0, "event": "quorum_change", "node": "node-0", "replicas": 1}]
+    if grows:
+        agent += [{"ts": 20.0, "event": "heal_start", "node": "node-1", "step": 19},
+                  {"ts": 20.1, "event": "heal_done", "node": "node-1", "fetch_s": 0.01},
+                  {"ts": 20.2, "event": "quorum_change", "node": "node-0", "replicas": 2}]
+    faults = [FaultWindow(id="f1", fault="kill_node", target="node-1", params={"node": "node-1"}, injected_at=6.0,
+                          healed_at=healed_at)]
+    return History(events=events, agent_events=agent, faults=faults)
+
+
+def test_quorum_recovery_judges_shrink_growth_heal_and_survivors():
+    from chaosbench.checks.quorum import quorum_recovery
+    from chaosbench.scenario.model import Expect
+    e = Expect(quorum_recovery=True)
+    lost = quorum_recovery(_history(), e, [])
+    assert lost.status == "passed" and "lost for good" in lost.reason
+    assert quorum_recovery(_history(healed_at=16.0), e, []).status == "failed"   # came back, never rejoined
+    back = quorum_recovery(_history(healed_at=16.0, grows=True), e, [])
+    assert back.status == "passed" and "state fetched in 0.010 s" in back.reason
+    assert quorum_recovery(_history(healed_at=16.0, grows=True), Expect(max_heal_seconds=5), []).status == "failed"
+    restarted = quorum_recovery(_history(survivor_restart=True), e, [])
+    assert restarted.status == "failed" and "node-0/local0" in restarted.reason
+    assert quorum_recovery(_history(), Expect(), []) is None
