@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -70,12 +71,18 @@ def derived(name: str, launcher: str, backend: str, out: Path) -> Path:
 
 def run_one(path: Path, reports: Path) -> dict:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "chaosbench.cli", "run", str(path), "--report-dir", str(reports),
-                        "--quiet"], capture_output=True, text=True, cwd=path.parent, timeout=1200)
+    proc = subprocess.Popen([sys.executable, "-m", "chaosbench.cli", "run", str(path), "--report-dir", str(reports),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=path.parent)
+    try:
+        out, _ = proc.communicate(timeout=1200)
+    except BaseException:   # Ctrl-C, SIGTERM, the timeout: the run tears its cluster down on SIGINT, as on Ctrl-C
+        proc.send_signal(signal.SIGINT)
+        proc.wait(120)
+        raise
     runs = sorted(reports.glob(f"{path.stem}-*"), key=lambda p: p.stat().st_mtime)
-    row = {"scenario": path.stem, "exit": r.returncode, "wall_s": round(time.monotonic() - t0, 1)}
+    row = {"scenario": path.stem, "exit": proc.returncode, "wall_s": round(time.monotonic() - t0, 1)}
     if not runs or not (runs[-1] / "result.json").is_file():
-        return {**row, "error": (r.stdout + r.stderr)[-400:]}
+        return {**row, "error": out[-400:]}
     res = json.loads((runs[-1] / "result.json").read_text())
     row.update(run_dir=str(runs[-1]), verdict=res["verdict"], launcher=res["cluster"].get("launcher"),
                version=res["cluster"].get("launcher_version"), goodput=(res.get("goodput") or {}).get("ratio"))
@@ -114,6 +121,10 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--backend", default="docker", choices=("docker", "local"))
@@ -122,6 +133,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write every row here")
     ap.add_argument("--keep", type=Path, help="keep the run directories here (default: a temporary one)")
     args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)   # `timeout` or kill: as Ctrl-C, so the running scenario tears down
     launchers = [x for x in args.launchers.split(",") if x]
     work = Path(tempfile.mkdtemp(prefix="cb-frameworks-"))
     reports = args.keep or work / "reports"
@@ -135,10 +147,10 @@ def main(argv=None) -> int:
             print(f"# {name} under {launcher}: {row.get('verdict', 'error')} in {row['wall_s']} s "
                   f"(total {fmt(row.get('total_s'))} s){' ' + row['error'] if 'error' in row else ''}", flush=True)
             rows.append(row)
+            if args.json:   # after every row: a bench cut short keeps what it measured
+                args.json.write_text(json.dumps(rows, indent=1))
     print(f"\n{args.backend}, {time.monotonic() - t0:.0f} s; ratios to torchrun (tuned) in brackets\n")
     print(table(rows))
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
     return 0 if all("error" not in r for r in rows) else 1
 
 
