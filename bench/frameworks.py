@@ -115,7 +115,8 @@ def table(rows: list[dict]) -> str:
     for name, group in by.items():
         base = next((r for r in group if r["case"] == "torchrun"), {})
         for r in group:
-            cells = [fmt(r.get(c)) + ("" if r is base else f" ({ratio(r.get(c), base.get(c))})") for c in cols]
+            cells = [fmt(r.get(c)) + ("" if r is base or r.get(c) is None else f" ({ratio(r.get(c), base.get(c))})")
+                     for c in cols]
             who = f"{r['case']} {r.get('version') or ''}".strip()
             out.append(f"| {name} | {who} | {r.get('verdict', 'error')} | " + " | ".join(cells) + " |")
     return "\n".join(out)

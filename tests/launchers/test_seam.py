@@ -207,3 +207,23 @@ def test_dlrover_run_s_tee_prefix_is_a_worker_line(tmp_path):
     w.line("[dlrover-trainer1]:step 12 loss 0.5")
     (row,) = [json.loads(x) for x in (tmp_path / "events-node-0-local1-observed.jsonl").read_text().splitlines()]
     assert (row["step"], row["rank"]) == (12, 3) and w.prefixed
+
+
+def test_the_frameworks_bench_runs_each_library_scenario_under_each_launcher_as_a_valid_scenario(tmp_path):
+    import importlib
+    import sys
+    from chaosbench.scenario import load_scenario
+    bench = str(Path(__file__).parents[2] / "bench")
+    sys.path.insert(0, bench)
+    try:
+        frameworks = importlib.import_module("frameworks")
+    finally:
+        sys.path.remove(bench)
+    for name in frameworks.SCENARIOS:
+        for launcher in frameworks.LAUNCHERS:
+            s = load_scenario(frameworks.derived(name, launcher, "local", tmp_path))
+            assert s.trainer.launcher == launcher
+            assert launcher == "torchrun" or s.cluster.rendezvous == "c10d"
+    rows = [{"base": "node_loss", "case": "torchrun", "verdict": "passed", "total_s": 1.0},
+            {"base": "node_loss", "case": "ft_launcher", "verdict": "passed", "total_s": 20.9, "version": "0.4.1"}]
+    assert "| node_loss | ft_launcher 0.4.1 | passed | - | - | - | - | 20.9 (x20.90) |" in frameworks.table(rows)
