@@ -56,8 +56,10 @@ def _load() -> dict[str, CheckDef]:
 
 
 def all_checks() -> list[CheckDef]:
-    """Every check in report order: the ones `expect` asks for, then the always-on ones, the ending last."""
-    return sorted(_load().values(), key=lambda d: (d.always, d.last))
+    """Every check in report order: the ones `expect` asks for, then the always-on ones, the ending last; within
+    each, the table's order (check_names.py), whichever module a caller happened to import first."""
+    order = {name: i for i, name in enumerate([*OPTIONAL, *ALWAYS])}
+    return sorted(_load().values(), key=lambda d: (d.always, d.last, order.get(d.name, len(order))))
 
 
 def requested(e) -> list[CheckDef]:
