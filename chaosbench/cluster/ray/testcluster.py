@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "up":
         return up(args.nodes)
     elif args.cmd == "ls":
-        print("\n".join(running()))
+        for project in running():
+            print(project)
     else:
         if bool(args.project) == args.all:
             ap.error("down: give one PROJECT (see `ls`) or --all")
