@@ -36,8 +36,9 @@ LAUNCHER_SETTINGS: dict[str, dict] = {
     "ft_launcher": {"rendezvous": "c10d",
                     "launcher_args": ["--ft-initial-rank-heartbeat-timeout=120", "--ft-rank-heartbeat-timeout=2",
                                       "--ft-workload-check-interval=0.5"]},
-    # rendezvous through DLRover's job master on node-0 (the c10d endpoint)
-    "dlrover-run": {"rendezvous": "c10d"},
+    # rendezvous through DLRover's job master on node-0 (the c10d endpoint); its round short of max_nodes closes
+    # after lastcall_timeout (default 60 s), passed from rdzv_timeouts.last_call_timeout
+    "dlrover-run": {"rendezvous": "c10d", "rdzv_timeouts": {"last_call_timeout": 1}},
     # no cross-node rendezvous (the Lighthouse's quorum); the reference trainer in torchft's idiom
     # (trainer/torchft_train.py); its recovery is judged by quorum_recovery: no restart of the survivors
     "torchft": {"rendezvous": "c10d", "expect": {"quorum_recovery": True}},
@@ -60,6 +61,7 @@ def derived(name: str, launcher: str, backend: str, out: Path) -> Path:
             t["launcher_args"] = settings["launcher_args"]
         if settings.get("rendezvous"):
             c["rendezvous"] = settings["rendezvous"]
+        c["rdzv_timeouts"] = {**(c.get("rdzv_timeouts") or {}), **settings.get("rdzv_timeouts", {})}
     expect = data.setdefault("expect", {})
     expect.update(settings.get("expect", {}))
     if data.get("faults") and "no_restart" not in expect:

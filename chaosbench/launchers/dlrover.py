@@ -7,12 +7,25 @@ endpoint's port, and every agent finds it through DLROVER_MASTER_ADDR (docs/fram
 """
 from __future__ import annotations
 
+import math
+
 from chaosbench.launchers.base import Launcher, LogAdapter, Rendezvous
 
 VERSION = "0.6.1"
 # node-0's shell starts the master in the background, then execs the agent (same pid, same tree)
 MASTER = ('"$0" -u -m dlrover.python.master.main --platform local --port "$CB_DLROVER_PORT" '
           '--node_num "$CB_DLROVER_NODES" --job_name "$CB_DLROVER_JOB" & exec "$@"')
+
+
+def master_conf(conf: str) -> dict[str, int]:
+    """The scenario's rdzv_timeouts in the words DLRover's master reads (training.py, whole seconds): its round
+    with fewer than max_nodes closes after `lastcall_timeout` (default 60 s: a node loss waited 60 s here)."""
+    given = dict(kv.split("=", 1) for kv in conf.split(",") if "=" in kv)
+    out = {}
+    for ours, theirs in (("join_timeout", "join_timeout"), ("last_call_timeout", "lastcall_timeout")):
+        if ours in given:
+            out[theirs] = max(1, math.ceil(float(given[ours])))
+    return out
 
 
 def _adapter() -> LogAdapter:
@@ -35,6 +48,9 @@ class DlroverRun(Launcher):
     def argv(self, r: Rendezvous) -> list[str]:
         agent = [r.python, "-m", "dlrover.trainer.torch.main", f"--nnodes={r.min_nodes}:{r.max_nodes}",
                  f"--nproc-per-node={r.nproc}", f"--max-restarts={r.max_restarts}", "--monitor-interval=0.1"]
+        conf = master_conf(r.conf)
+        if conf:
+            agent.append("--rdzv-conf=" + ",".join(f"{k}={v}" for k, v in conf.items()))
         return ["sh", "-c", MASTER, r.python, *agent] if r.node_rank == 0 else agent
 
     def adapter(self) -> LogAdapter:

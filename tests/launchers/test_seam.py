@@ -27,6 +27,7 @@ expect: {reaches_step: 40}
 
 def plan(tmp_path, node="node-1", **kw):
     spec = ClusterSpec(run_id="r1", run_dir=tmp_path, job_argv=["train.py", "--x"], workdir=str(tmp_path), **kw)
+    spec.rdzv_timeouts = {"last_call_timeout": 0.5} if spec.launcher == "dlrover-run" else {}
     return node_plan(spec, node, python="py", rdzv_endpoint="node-0:29400", s3_url="http://s3", events_dir="/e",
                      nvme_dir="/n", memory_dir="/m")
 
@@ -53,6 +54,7 @@ def test_dlrover_node_0_hosts_the_master_and_every_node_finds_it(tmp_path):
     a0, a1 = unprepared(p0.argv), unprepared(p1.argv)
     assert a0[a0.index("--") + 1:][:2] == ["sh", "-c"] and "dlrover.python.master.main" in a0[a0.index("--") + 3]
     assert "sh" not in a1 and "dlrover.trainer.torch.main" in a1
+    assert a1[a1.index("--tee=3") - 1] == "--rdzv-conf=lastcall_timeout=1"   # DLRover's word, whole seconds
     assert p1.env["DLROVER_MASTER_ADDR"] == "node-0:29400" and p1.env["NODE_RANK"] == "1"
     assert p0.env["CB_DLROVER_PORT"] == "29400" and p0.env["CB_DLROVER_NODES"] == "2"
 
