@@ -80,6 +80,7 @@ def run(events: EventWriter, args: argparse.Namespace) -> None:
         loss.backward()
         optimizer.step()   # steps (and counts) only when every group in the quorum committed
         step = manager.current_step()
+        just_healed = bool(healed)
         if healed:
             events.emit("checkpoint_loaded", {"tier": "memory", "source": "peer", "live": True, "step": step - 1,
                                               "duration_s": round(healed["took"], 4), "checksum_ok": True})
@@ -87,9 +88,9 @@ def run(events: EventWriter, args: argparse.Namespace) -> None:
         elif fresh:
             events.emit("checkpoint_fresh_start", {})
         fresh = False
-        if step > before:
-            events.emit("step", {"step": step, "loss": float(loss), "step_time_s": round(time.time() - t0, 4),
-                                 "replicas": manager.num_participants()})
+        if step > before:   # a heal's own step ran its forward pass on the weights from before the heal: no loss
+            events.emit("step", {"step": step, **({} if just_healed else {"loss": float(loss)}),
+                                 "step_time_s": round(time.time() - t0, 4), "replicas": manager.num_participants()})
         if t["step_sleep_s"]:
             time.sleep(t["step_sleep_s"])
     events.emit("run_complete", {"step": manager.current_step()})

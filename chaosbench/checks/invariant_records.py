@@ -149,7 +149,8 @@ def evidence(h: History, e: Expect) -> CheckResult:
         # fault's action returned) still backs it when it holds that checkpoint: contradictions() below
         # holds every claim against the inventory's contents either way
         by_fault.setdefault(r.fault_id, []).append({"node": inc.node, "local_rank": inc.local_rank, "tier": r.tier,
-                                                    "step": r.step, "source": r.source, "ts": r.ts})
+                                                    "step": r.step, "source": r.source, "ts": r.ts,
+                                                    "live": (r.event or {}).get("live")})
     for fid, claims in by_fault.items():
         fw = next(f for f in h.faults if f.id == fid)
         problems, _ = contradictions(h, Recovery(fault_id=fid, injected_at=fw.injected_at, claims=claims))

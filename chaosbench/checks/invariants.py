@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
 from chaosbench.checks.lineage import Lineage, Round, lineage
-from chaosbench.checks.quorum import quorum_run, quorum_track, silenced_by_fault
+from chaosbench.checks.quorum import quorum_gap, quorum_run, quorum_track, silenced_by_fault
 from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.check_names import INVARIANTS as NAMES   # the names expect.relax may give
@@ -102,18 +102,19 @@ def progress(h: History, e: Expect) -> CheckResult:
             if lin.stride is not None and b - a > stride:
                 bad.append(f"{inc.label} skipped steps {a + stride}..{b - stride} (no restore between)")
                 break
-    _, _, gap = lin.contiguous_top()
+    quorum = quorum_run(h)
+    # torchft: the groups' steps side by side are the world's (a rank-0 per group); its track is their highest step
+    _, _, gap = quorum_gap(h, stride) if quorum else lin.contiguous_top()
     if gap:
         bad.append(f"the world track has a gap: {gap}")
     causes = explain(h, e, lin)
     top, restarts = None, []
-    quorum = quorum_run(h)
     for r in lin.rounds:
         if r.index > 0:
             cause = causes.get(r.index)
             first = r.first_step
             if quorum and r.first_step_at is not None:   # the quorum trained on: lost work is counted at the heal
-                top = max((w.step for w in lin.world if w.ts < r.first_step_at), default=top)
+                top = max((int(x["step"]) for x in h.of("step") if x["ts"] < r.first_step_at), default=top)
             lost = None if first is None or top is None else top - (first - stride)
             what = f"round {r.index} ({_who(r)}) at {_rel(h, lin, r.start)}" + (
                 f", resumed at step {first} after step {top} ({lost} step(s) lost)" if lost is not None else "")

@@ -48,6 +48,19 @@ def quorum_track(h: History, lin) -> list:
     return out
 
 
+def quorum_gap(h: History, stride: int) -> tuple[int | None, float | None, str | None]:
+    """(top, when, gap) of the world's highest step over every group's step events, as Lineage.contiguous_top
+    says it: a step beyond top + stride that no group trained before is a gap (a heal to a peer's step is not)."""
+    top, at = None, None
+    for x in sorted(h.of("step"), key=lambda x: x["ts"]):
+        s = int(x["step"])
+        if top is not None and s > top + stride:
+            return top, at, f"step {top} -> {s} at {x['ts']:.3f} without a group training the steps between"
+        if top is None or s > top:
+            top, at = s, float(x["ts"])
+    return top, at, None
+
+
 def survivor_restarts(h: History) -> dict[str, int]:
     """node/localN -> extra incarnations, for workers on nodes no fault touched."""
     hit, slots = fault_nodes(h), {}

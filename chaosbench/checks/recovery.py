@@ -183,7 +183,7 @@ def _restore_round(rec: Recovery, round_: dict[Incarnation, list[dict]], first_s
     durs = [float(e["duration_s"]) for e in loaded.values() if e.get("duration_s") is not None]
     rec.restore_duration_s = _r(max(durs)) if durs else None
     rec.claims = [{"node": inc[0], "local_rank": inc[1], "tier": e.get("tier"), "step": e.get("step"),
-                   "source": e.get("source"), "ts": e["ts"]} for inc, e in loaded.items()]
+                   "source": e.get("source"), "live": e.get("live"), "ts": e["ts"]} for inc, e in loaded.items()]
 
 
 def _only_observed(evs: list[dict]) -> bool:
