@@ -56,11 +56,15 @@ def run(events: EventWriter, args: argparse.Namespace) -> None:
     def state_dict() -> dict:
         return {"model": model.state_dict(), "optim": opt.state_dict(), "sampler": sampler.state_dict()}
 
-    def load_state_dict(sd: dict) -> None:   # a heal: the Manager hands us a live peer's state
+    def load_state_dict(sd: dict) -> None:   # a heal: the Manager hands us a live peer's state (before the commit)
         t0 = time.time()
         model.load_state_dict(sd["model"])
         opt.load_state_dict(sd["optim"])
-        healed.update(at=t0, took=time.time() - t0)
+        # logged now, at the heal: the step is the peer's (the Manager took it over), the commit comes after
+        events.emit("checkpoint_loaded", {"tier": "memory", "source": "peer", "live": True,
+                                          "step": manager.current_step(), "duration_s": round(time.time() - t0, 4),
+                                          "checksum_ok": True})
+        healed.update(at=t0)
 
     events.emit("phase", {"phase": "process_group"})
     manager = Manager(pg=ProcessGroupGloo(timeout=timedelta(seconds=el["pg_timeout_s"])), min_replica_size=1,
@@ -81,11 +85,8 @@ def run(events: EventWriter, args: argparse.Namespace) -> None:
         optimizer.step()   # steps (and counts) only when every group in the quorum committed
         step = manager.current_step()
         just_healed = bool(healed)
-        if healed:
-            events.emit("checkpoint_loaded", {"tier": "memory", "source": "peer", "live": True, "step": step - 1,
-                                              "duration_s": round(healed["took"], 4), "checksum_ok": True})
-            healed.clear()
-        elif fresh:
+        healed.clear()
+        if fresh and not just_healed:
             events.emit("checkpoint_fresh_start", {})
         fresh = False
         if step > before:   # a heal's own step ran its forward pass on the weights from before the heal: no loss

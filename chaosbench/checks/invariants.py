@@ -114,7 +114,13 @@ def progress(h: History, e: Expect) -> CheckResult:
             cause = causes.get(r.index)
             first = r.first_step
             if quorum and r.first_step_at is not None:   # the quorum trained on: lost work is counted at the heal
-                top = max((int(x["step"]) for x in h.of("step") if x["ts"] < r.first_step_at), default=top)
+                # at the heal (the restore); a survivor's report of the step both then train together is not lost work
+                # torchft's heal_start (the quorum that admits the group) comes before the step both then train
+                nodes = {m.node for m in r.members}
+                at = min([float(x["ts"]) for x in h.agent_events if x.get("event") == "heal_start"
+                          and x.get("node") in nodes and x["ts"] >= r.start - TOL_S]
+                         + [m.restore.ts for m in r.members if m.restore is not None], default=r.first_step_at)
+                top = max((int(x["step"]) for x in h.of("step") if x["ts"] < at), default=top)
             lost = None if first is None or top is None else top - (first - stride)
             what = f"round {r.index} ({_who(r)}) at {_rel(h, lin, r.start)}" + (
                 f", resumed at step {first} after step {top} ({lost} step(s) lost)" if lost is not None else "")
