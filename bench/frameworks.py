@@ -7,7 +7,10 @@
 Each scenario is the library's own (scenarios/<name>.yaml, the reference trainer). The torchrun row runs it as
 written: chaosbench's tuned settings (etcd-v3 liveness leases where the scenario uses them, warm start). Every
 other launcher runs the same faults and expectations with what that launcher needs (LAUNCHER_SETTINGS below:
-the c10d rendezvous where it accepts no other, its own detection settings). Per scenario and launcher it prints
+the c10d rendezvous where it accepts no other, its own detection settings); where a launcher's own fixed
+behaviour cannot meet the story's bound, or a check judges a restart that the launcher never does (torchft),
+the derived scenario says what it changed and why in its header, and the bench prints it under the table
+(OWN_BOUNDS, torchft_expect). Per scenario and launcher it prints
 detection, the recovery's phases (rendezvous, restore, first step), lost steps and goodput, and each as a ratio
 to torchrun's (x2.0: twice torchrun's time; for goodput, the fraction of torchrun's). Runs are interleaved
 (all launchers of a scenario, then the next scenario) so load drift hits them alike; every run is a real
@@ -40,10 +43,46 @@ LAUNCHER_SETTINGS: dict[str, dict] = {
     # after lastcall_timeout (default 60 s), passed from rdzv_timeouts.last_call_timeout
     "dlrover-run": {"rendezvous": "c10d", "rdzv_timeouts": {"last_call_timeout": 1}},
     # no cross-node rendezvous (the Lighthouse's quorum); the reference trainer in torchft's idiom
-    # (trainer/torchft_train.py); its recovery is judged by quorum_recovery: no restart of the survivors
-    "torchft": {"rendezvous": "c10d", "expect": {"quorum_recovery": True}},
+    # (trainer/torchft_train.py); its recovery is judged by quorum_recovery (torchft_expect below)
+    "torchft": {"rendezvous": "c10d"},
 }
+# Where a launcher's own fixed behaviour cannot meet the library story's bound, its derived scenario states the
+# launcher's own measured bound and why (written into the derived file and printed under the table); the story
+# itself, and so torchrun's row, keeps its bound.
+OWN_BOUNDS: dict[tuple[str, str], tuple[dict, str]] = {
+    ("ft_launcher", "node_loss"): (
+        {"max_recovery_seconds": 40},
+        "ft_launcher 0.4.1 keeps a lost node in its rendezvous for a keep-alive of 5 s x 3 fixed in code "
+        "(_ft_rendezvous.py; rdzv_timeouts' keep-alive is not read): its node loss measured 19-25 s "
+        "(docs/frameworks.md)"),
+}
+# torchft recovers without restarts: a lost group leaves the Lighthouse's quorum and the others train on in the
+# same processes; each group's steps carry its own torchrun's world size, not the quorum's, and it keeps no
+# checkpoints. These story checks judge a restart round, so quorum_recovery judges torchft's instead; a group that
+# never comes back restores nothing, so what was restored is judged only where the fault's group returns.
+TORCHFT_NOT_APPLICABLE = ("world_size_after", "trains_after_settle", "checkpoints_valid")
+TORCHFT_RESTORE = ("recovered_from", "max_lost_steps")
 PHASES = ("detection_s", "rendezvous_s", "restore_s", "first_step_s", "total_s")
+
+
+def max_steps(t: dict) -> int:
+    """The steps the reference trainer runs (trainer.overrides, else its config)."""
+    if "training.max_steps" in (t.get("overrides") or {}):
+        return int(t["overrides"]["training.max_steps"])
+    return int(yaml.safe_load(Path(t["config"]).read_text())["training"]["max_steps"])
+
+
+def torchft_expect(data: dict) -> list[str]:
+    """The story's expectations for torchft (see TORCHFT_NOT_APPLICABLE); returns what was changed, in words."""
+    expect, t = data["expect"], data["trainer"]
+    returns = all("kill_worker" in f or f.get("duration_s") for f in data.get("faults") or [])
+    gone = [k for k in TORCHFT_NOT_APPLICABLE + (() if returns else TORCHFT_RESTORE) if expect.pop(k, None) is not None]
+    notes = [f"torchft: {', '.join(gone)} not asked (no restart round; see TORCHFT_NOT_APPLICABLE)"] if gone else []
+    if data.get("faults") and not expect.get("no_restart"):
+        expect["quorum_recovery"] = True
+    if "trains_after_settle" in gone:   # the run's end was the settled stretch: now the last step
+        expect.setdefault("reaches_step", max_steps(t))
+    return notes
 
 
 def derived(name: str, launcher: str, backend: str, out: Path) -> Path:
@@ -64,11 +103,20 @@ def derived(name: str, launcher: str, backend: str, out: Path) -> Path:
         c["rdzv_timeouts"] = {**(c.get("rdzv_timeouts") or {}), **settings.get("rdzv_timeouts", {})}
     expect = data.setdefault("expect", {})
     expect.update(settings.get("expect", {}))
+    said = torchft_expect(data) if launcher == "torchft" else []
+    own, why = OWN_BOUNDS.get((launcher, name), ({}, ""))
+    said += [f"{k}: {v} instead of the story's {expect.get(k)}: {why}" for k, v in own.items()]
+    expect.update(own)
     if data.get("faults") and "no_restart" not in expect:
         expect.setdefault("max_detection_seconds", 120)   # measured, not a goal here: the bench reads the figure
     path = out / f"{data['name']}.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text("".join(f"# {n}\n" for n in said) + yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def notes(path: Path) -> list[str]:
+    """What a derived scenario changed beyond the launcher's settings, as its header says."""
+    return [x[2:] for x in path.read_text().splitlines() if x.startswith("# ")]
 
 
 def run_one(path: Path, reports: Path) -> dict:
@@ -90,6 +138,9 @@ def run_one(path: Path, reports: Path) -> dict:
                version=res["cluster"].get("launcher_version"), goodput=(res.get("goodput") or {}).get("ratio"))
     rec = (res.get("recoveries") or [{}])[0]
     row.update({k: rec.get(k) for k in PHASES}, lost_steps=rec.get("lost_steps"))
+    resumed = [c.get("observed") for c in res["checks"] if c["name"].startswith("max_recovery_seconds")]
+    if row["total_s"] is None and resumed and isinstance(resumed[0], (int, float)):
+        row["total_s"] = resumed[0]   # no restart (torchft's survivors): fault -> training resumed, from the check
     detect = [c.get("observed") for c in res["checks"] if c["name"].startswith("max_detection_seconds")]
     if row["detection_s"] is None and detect and isinstance(detect[0], (int, float)):
         row["detection_s"] = detect[0]   # the first sign the job noticed (a launcher's hang detection among them)
@@ -146,7 +197,8 @@ def main(argv=None) -> int:
         if name not in SCENARIOS:
             ap.error(f"unknown scenario {name}: use {', '.join(SCENARIOS)}")
         for launcher in launchers:
-            row = {"base": name, "case": launcher, **run_one(derived(name, launcher, args.backend, work), reports)}
+            path = derived(name, launcher, args.backend, work)
+            row = {"base": name, "case": launcher, "notes": notes(path), **run_one(path, reports)}
             print(f"# {name} under {launcher}: {row.get('verdict', 'error')} in {row['wall_s']} s "
                   f"(total {fmt(row.get('total_s'))} s){' ' + row['error'] if 'error' in row else ''}", flush=True)
             rows.append(row)
@@ -154,6 +206,11 @@ def main(argv=None) -> int:
                 args.json.write_text(json.dumps(rows, indent=1))
     print(f"\n{args.backend}, {time.monotonic() - t0:.0f} s; ratios to torchrun (tuned) in brackets\n")
     print(table(rows))
+    for r in rows:
+        for n in r["notes"]:
+            print(f"- {r['base']} under {r['case']}: {n}")
+        if r.get("failed"):
+            print(f"- {r['base']} under {r['case']}: failed {', '.join(r['failed'])}")
     return 0 if all("error" not in r for r in rows) else 1
 
 
