@@ -38,3 +38,12 @@ def test_max_failures_zero_and_node_local_storage_are_named():
 def test_a_run_that_is_no_ray_job_is_left_alone():
     assert ray_train.check(SimpleNamespace(events=[ev("step", 0, step=1)], trainer={}, faults=[], result={},
                                            scenario={})) == []
+
+
+def test_a_lost_head_is_named_with_the_step_it_ended_at():
+    steps = [ev("step", 0, step=s, ts=float(s)) for s in (1, 2, 40, 41)]
+    found = ray_train.check(rec(steps, verdict="passed",
+                                faults=[{"id": "f1", "type": "kill_ray_head", "injected_at": 40.5}]))
+    assert [f.rule for f in found] == ["ray_head_lost"]
+    assert found[0].severity == "warning" and "at step 40" in found[0].title and "RunConfig(name, storage_path)" in found[0].fix
+    assert ray_train.check(rec(steps)) == []   # a node loss is no head loss

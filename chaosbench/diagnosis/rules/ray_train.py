@@ -4,7 +4,8 @@
   itself, so after a failure the restarted group trains from step 0 although Ray offered it a checkpoint
   (the observed worker events: `ray_checkpoint_offered`, no `ray_get_checkpoint`, the first step again);
 - `FailureConfig(max_failures=0)`, Ray Train's default: the first worker failure ends the run;
-- a node-local `storage_path`: the checkpoints of a node Ray loses go with it.
+- a node-local `storage_path`: the checkpoints of a node Ray loses go with it;
+- the head lost (`kill_ray_head`): the GCS, the Train controller and the driver go, and nothing restarts the run.
 """
 from __future__ import annotations
 
@@ -94,7 +95,31 @@ def node_local_storage(rec: RunRecord) -> list[Finding]:
         severity="cause" if rec.result.get("verdict") == "failed" else "warning")]
 
 
+def head_lost(rec: RunRecord) -> list[Finding]:
+    lost = [f for f in rec.faults if f.get("type") == "kill_ray_head" and f.get("injected_at")]
+    if not lost:
+        return []
+    fault = lost[0]
+    before = [e["step"] for e in rec.events if e.get("event") == "step" and isinstance(e.get("step"), int)
+              and (e.get("ts") or 0) <= fault["injected_at"]]
+    at = f" at step {max(before)}" if before else ""
+    return [Finding(
+        rule="ray_head_lost",
+        title=f"The Ray head was lost{at} ({fault.get('id')}: kill_ray_head): the GCS, the Train controller and the "
+              f"driver ran there, so nothing was left to restart the worker group and the run ended; "
+              f"FailureConfig(max_failures) covers worker and node failures only.",
+        fix="start the driver again when it is lost: a Ray Job or KubeRay RayJob with retries, on a cluster whose head "
+            "comes back, with the same RunConfig(name, storage_path) (Ray Train v2 resumes a run of that name from "
+            "storage_path) and a loop that restores its newest checkpoint; GCS fault tolerance (an external Redis, "
+            "RAY_REDIS_ADDRESS on the head) keeps the cluster's state across a head restart, not a driver that ran on it",
+        effect="a lost head costs the time to bring the head and the driver back plus the steps since the last "
+               "checkpoint, instead of the run",
+        evidence=[Evidence(text=f"{fault.get('id')}: kill_ray_head injected", source="faults.jsonl",
+                           ts=fault.get("injected_at"))],
+        severity="cause" if rec.result.get("verdict") == "failed" else "warning")]
+
+
 def check(rec: RunRecord) -> list[Finding]:
     if _ray(rec) is None and not any(e.get("event") == "ray_checkpoint_offered" for e in rec.events):
         return []
-    return never_resumes(rec) + no_retries(rec) + node_local_storage(rec)
+    return never_resumes(rec) + no_retries(rec) + node_local_storage(rec) + head_lost(rec)
