@@ -37,6 +37,11 @@ KNOWN_FLAKY = {
     "tests/rendezvous/test_links.py::test_c10d_links_a_reset_link_to_a_live_agent_relinks_and_the_node_is_alive_again":
         "fresh-clone -n 2 run of 2026-11-25, with other test runs loading the machine beside it: the reset "
         "link's peer was not seen dead within 10 s; passed in every run before; cause not established",
+    "examples/torchft/scenarios/node_loss.yaml::torchft_node_loss":
+        "torchft 0.2.0's own bug: a survivor whose peer dies during an all-reduce dies on `assert fut._fut` in "
+        "torchft/ddp.py _comm_hook (docs/frameworks.md, 'Found on the way'); it depends on where in the step "
+        "the kill lands: 4 of 9 docker runs of torchft jobs on 2026-11-28, none of this example's node_loss "
+        "runs (3 of 3 passed, the fresh-clone chaos suite included). Leaves when torchft fixes it",
     "scenarios/oom_worker.yaml::oom_worker":
         "the memory_pressure ballast's second OOM kill: in a fresh-clone CI of 2026-11-25 the kernel killed the "
         "worker and, 11 ms later, the agent (pt_elastic): the ballast's write went on charging before its "
