@@ -44,6 +44,7 @@ STORIES = {
     "bitflip_on_read": ({"disk_fault", "kill_all"}, "nvme"),
     "lost_unsynced_writes": ({"disk_fault", "kill_all"}, "nvme"),
     "ray_node_loss": ({"kill_node"}, "memory"),   # a Ray Train job (backend ray, docs/ray.md)
+    "ray_hung_worker": ({"freeze_worker"}, "memory"),
     "ray_worker_crash": ({"kill_worker"}, "memory"),
 }
 
