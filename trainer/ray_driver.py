@@ -32,6 +32,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--wait-nodes", type=int, default=0, help="wait for this many nodes with a CPU before fitting")
     ap.add_argument("--wait-s", type=float, default=180.0)
     ap.add_argument("--progress", help="a user's loop: regex with a named group 'step' over what it prints or logs")
+    ap.add_argument("--site", action="store_true",
+                    help="a site's cluster reached through its address (chaosbench/cluster/ray/agent.py): name the "
+                         "nodes, give each worker its node's directories, start a fault agent on each node")
     return ap.parse_args(argv)
 
 
@@ -77,9 +80,16 @@ def main(argv=None) -> int:
     from ray.train.torch import TorchConfig, TorchTrainer
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    ray.init(address="auto", log_to_driver=True)
+    site = None
+    if args.site:
+        from chaosbench.cluster.ray import agent as site
+    ray.init(address="auto", log_to_driver=True, **({"namespace": site.namespace(args.name)} if site else {}))
     if args.wait_nodes:
         wait_for_nodes(args.wait_nodes, args.wait_s)
+    if site:
+        node_names = site.names(ray.nodes())
+        agents = site.start(args.name, node_names)   # noqa: F841 — held: they live as long as this driver
+        print(f"ray_driver: nodes {json.dumps(node_names)}; a fault agent on each", flush=True)
 
     @ray.remote(num_cpus=0)
     class GroupStarts:   # on the driver's node: it lives as long as the run can
@@ -100,6 +110,8 @@ def main(argv=None) -> int:
     if args.loop != REFERENCE_LOOP:   # the reference loop writes its own events; a user's is observed
         from trainer.ray_observe import observed
         loop = observed(loop, args.progress)
+    if site:   # outermost: the node's environment is set before anything reads it
+        loop = site.on_node(loop, node_names, args.name)
     trainer = TorchTrainer(
         loop, train_loop_config=config,
         scaling_config=ScalingConfig(num_workers=workers(args.workers), use_gpu=False,

@@ -15,10 +15,11 @@ def backend_primitives() -> dict[str, frozenset[str]]:
     """Backend name -> the fault primitives it has on this machine (`chaosbench list`, refusals)."""
     from chaosbench.cluster.docker.backend import DockerCluster
     from chaosbench.cluster.local.backend import LocalCluster
+    from chaosbench.cluster.ray.address import RayAddressCluster, address
     from chaosbench.cluster.ray.backend import RayCluster
     from chaosbench.cluster.slurm.backend import supported as slurm_supported
     return {"docker": DockerCluster.supported_faults, "local": LocalCluster.supported_faults,
-            "slurm": slurm_supported(), "ray": RayCluster.supported_faults}
+            "slurm": slurm_supported(), "ray": (RayAddressCluster if address() else RayCluster).supported_faults}
 
 
 def available_backends() -> dict[str, str | None]:
@@ -29,8 +30,10 @@ def available_backends() -> dict[str, str | None]:
     if not (os.path.exists(ETCD_BINARY) or shutil.which(ETCD_BINARY)):
         local = f"etcd binary not found at {ETCD_BINARY} (apt-get install etcd-server, or set CHAOSBENCH_ETCD_BINARY)"
     from chaosbench.cluster.slurm.commands import unusable as slurm_unusable
-    # ray: the containerised Ray cluster, made of the docker backend's containers
-    return {"docker": docker_unusable(), "local": local, "slurm": slurm_unusable(), "ray": docker_unusable()}
+    # ray: a site's Ray cluster at $RAY_ADDRESS (reached over HTTP), else the containerised one (docker)
+    from chaosbench.cluster.ray.address import address
+    return {"docker": docker_unusable(), "local": local, "slurm": slurm_unusable(),
+            "ray": None if address() else docker_unusable()}
 
 
 def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
@@ -55,6 +58,11 @@ def create_cluster(backend: str, spec: ClusterSpec, **options) -> Cluster:
         from chaosbench.cluster.slurm.backend import SlurmCluster
         return SlurmCluster(spec, **options)
     if backend == "ray":
+        from chaosbench.cluster.ray.address import RayAddressCluster, address
+        if address():   # a site's own Ray cluster: nothing of docker's
+            if options:
+                raise ClusterError(f"backend 'ray' at $RAY_ADDRESS takes no options (got {', '.join(options)})")
+            return RayAddressCluster(spec, address())
         from chaosbench.cluster.ray.backend import RayCluster
         return RayCluster(spec, **options)
     raise ClusterError(f"unknown cluster backend {backend!r}; valid backends: docker, local, slurm, ray")

@@ -13,9 +13,11 @@ import sys
 def backend_classes() -> dict[str, type]:
     from chaosbench.cluster.docker.backend import DockerCluster
     from chaosbench.cluster.local.backend import LocalCluster
+    from chaosbench.cluster.ray.address import RayAddressCluster
     from chaosbench.cluster.ray.backend import RayCluster
     from chaosbench.cluster.slurm.backend import SlurmCluster
-    return {"docker": DockerCluster, "local": LocalCluster, "slurm": SlurmCluster, "ray": RayCluster}
+    return {"docker": DockerCluster, "local": LocalCluster, "slurm": SlurmCluster, "ray": RayCluster,
+            "ray-address": RayAddressCluster}   # ray at $RAY_ADDRESS: a site's own cluster
 
 
 def table(backend: str | None = None, primitive: str | None = None) -> list[str]:

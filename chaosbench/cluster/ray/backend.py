@@ -26,7 +26,7 @@ from chaosbench.cluster.errors import ClusterError
 from chaosbench.cluster.ray import compose as ray_compose
 from chaosbench.cluster.ray.compose import HEAD, STORAGE_IN_NODE
 from chaosbench.cluster.ray.faults import RayFaults
-from chaosbench.cluster.ray.job import RAY_REQUIREMENT, RayJob, driver_argv
+from chaosbench.cluster.ray.job import RAY_REQUIREMENT, RayJob, driver_argv, refused_inputs
 
 # what the nodes' processes cannot be given here: the node command is Ray's, not the launcher the
 # docker backend wraps in the disk layer or libfaketime, and Ray's workers are not torchrun's
@@ -52,12 +52,8 @@ class RayCluster(RayFaults, DockerCluster):
         return DockerCluster.withheld() | frozenset(NOT_ON_RAY)
 
     def __init__(self, spec: ClusterSpec, image: str | None = None, toxiproxy_image: str | None = None,
-                 gpus: bool | None = None):
-        problems = [w for w, bad in (("trainer.image (the nodes run the Ray image)", spec.trainer_image),
-                                     ("trainer.command (a Ray job is a train loop, not a per-node argv)", spec.command),
-                                     ("trainer.launcher (Ray starts the workers itself)",
-                                      getattr(spec, "launcher", "torchrun") != "torchrun"))
-                    if bad]
+                 gpus: bool | None = None, dashboard: bool = False):
+        problems = refused_inputs(spec)
         if problems:
             raise ClusterError(f"backend 'ray' cannot run {' or '.join(problems)}")
         if RAY_REQUIREMENT not in spec.requirements:
@@ -65,19 +61,29 @@ class RayCluster(RayFaults, DockerCluster):
         super().__init__(spec, image=image, toxiproxy_image=toxiproxy_image, gpus=False)
         self.job = RayJob.of(spec)
         self.driver: subprocess.Popen | None = None
+        self.dashboard = dashboard   # the head's dashboard (Jobs API), for the address backend's tests
 
     # -- lifecycle -------------------------------------------------------------------------
     def _write_files(self) -> None:
         main = self.compose_dir / "docker-compose.yml"
         doc = render(self.plan, self.spec, self._nodes)
         main.write_text(dump(ray_compose.with_ray(doc, self.plan, self._nodes, self.spec.procs_per_node,
-                                                  "/workspace" if self.spec.workdir else None)))
+                                                  "/workspace" if self.spec.workdir else None, self.dashboard)))
         self._files = [str(main)]
 
     def _start(self) -> None:
         (self.run_dir / "ray-storage").mkdir(parents=True, exist_ok=True)
         super()._start()   # services and worker nodes; the nodes wait for the head's port
         compose(self.project, self._files, "up", "-d", "--no-recreate", "--no-deps", HEAD, timeout=300)
+
+    def dashboard_address(self) -> str:
+        """http://127.0.0.1:<port> of the head's dashboard: the port docker picked, read back (docker SDK)."""
+        import docker as docker_sdk
+        head = docker_sdk.from_env().containers.get(self.plan.container(HEAD))
+        bound = (head.attrs["NetworkSettings"]["Ports"] or {}).get(f"{ray_compose.DASHBOARD_PORT}/tcp") or []
+        if not bound:
+            raise ClusterError(f"{head.name} publishes no dashboard port (started with dashboard=False?)")
+        return f"http://127.0.0.1:{bound[0]['HostPort']}"
 
     def start_training(self) -> None:
         """The driver on the head: it waits for the worker nodes to join (Ray on two cores takes 20-40 s)."""

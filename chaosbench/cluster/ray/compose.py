@@ -21,8 +21,9 @@ STORAGE_IN_NODE = "/chaosbench/ray-storage"   # a host directory every node and 
 # Ray's floor for the object store is 75 MiB; it lives in /dev/shm, next to the memory tier's snapshots
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 HEAD_MEMORY = "3g"
-# Both ends of every `ray start`: no dashboard (its agents cost a core here and the driver runs
-# under `docker exec`, not through the Jobs API), no usage reporting (no network out of the cluster)
+DASHBOARD_PORT = 8265   # the Jobs REST API: the address backend's way in (ray/address.py)
+# Both ends of every `ray start`: no usage reporting (no network out of the cluster). The head runs the
+# dashboard only where asked (dashboard=True): the docker-exec path does not need it (docs/ray.md: its cost)
 COMMON = ["--block", f"--object-store-memory={OBJECT_STORE_BYTES}", "--disable-usage-stats"]
 # A worker node waits for the head's port: a `ray start` that finds no GCS gives up
 WAIT_FOR_HEAD = ["sh", "-c", 'until python -c "import socket,sys; socket.create_connection((sys.argv[1], '
@@ -38,13 +39,17 @@ def worker_argv(plan: ComposePlan, cpus: int) -> list[str]:
                      f"--num-cpus={cpus}", *COMMON])
 
 
-def head_argv(plan: ComposePlan) -> list[str]:
+def head_argv(plan: ComposePlan, dashboard: bool = False) -> list[str]:
+    board = (["--include-dashboard=true", "--dashboard-host=0.0.0.0", f"--dashboard-port={DASHBOARD_PORT}"]
+             if dashboard else ["--include-dashboard=false"])
     return ["ray", "start", "--head", f"--port={GCS_PORT}", f"--node-ip-address={head_ip(plan)}", "--num-cpus=0",
-            "--include-dashboard=false", *COMMON]
+            *board, *COMMON]
 
 
-def with_ray(doc: dict, plan: ComposePlan, nodes: list[str], cpus: int, workdir_mount: str | None) -> dict:
-    """The docker backend's compose document with Ray: each node's command is a Ray worker node, plus the head."""
+def with_ray(doc: dict, plan: ComposePlan, nodes: list[str], cpus: int, workdir_mount: str | None,
+             dashboard: bool = False) -> dict:
+    """The docker backend's compose document with Ray: each node's command is a Ray worker node, plus the head
+    (dashboard=True: with the dashboard, published on a loopback port docker picks)."""
     doc = copy.deepcopy(doc)
     services = doc["services"]
     storage = f"{plan.events_host_dir.rsplit('/', 1)[0]}/ray-storage:{STORAGE_IN_NODE}"
@@ -56,9 +61,11 @@ def with_ray(doc: dict, plan: ComposePlan, nodes: list[str], cpus: int, workdir_
     head = {k: copy.deepcopy(v) for k, v in first.items() if k not in ("tmpfs", "devices", "cpu_shares")}
     keep = (SOURCE_MOUNT, EVENTS_IN_NODE, STORAGE_IN_NODE, "/opt/venv", *([workdir_mount] if workdir_mount else []))
     head.update(container_name=plan.container(HEAD), hostname=HEAD, labels=plan.labels(HEAD),
-                command=head_argv(plan), networks={"net": {"ipv4_address": head_ip(plan)}}, mem_limit=HEAD_MEMORY,
+                command=head_argv(plan, dashboard), networks={"net": {"ipv4_address": head_ip(plan)}}, mem_limit=HEAD_MEMORY,
                 volumes=[v for v in first["volumes"] if v.split(":")[1] in keep],
                 environment={**first["environment"], "CHAOSBENCH_NODE": HEAD})
+    if dashboard:
+        head["ports"] = [f"127.0.0.1::{DASHBOARD_PORT}"]
     services[HEAD] = head
     return doc
 

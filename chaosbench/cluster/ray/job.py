@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from chaosbench.cluster.base import ClusterSpec
 
 RAY_VERSION = "2.60.0"   # a cp311 manylinux wheel on PyPI
-RAY_REQUIREMENT = f"ray[train]=={RAY_VERSION}"
+# train: Ray Train; default: the dashboard and its Jobs REST API (the address backend's way in, ray/address.py)
+RAY_REQUIREMENT = f"ray[default,train]=={RAY_VERSION}"
 REFERENCE_LOOP = "trainer.ray_loop:train_loop_per_worker"
 S3_STORAGE = "s3://chaosbench/ray"
 # storage_path values a scenario can name besides an absolute path inside the nodes
@@ -33,6 +34,15 @@ class RayJob:
     @property
     def reference(self) -> bool:
         return self.loop == REFERENCE_LOOP
+
+
+def refused_inputs(spec: ClusterSpec) -> list[str]:
+    """What a Ray backend cannot run, each with why: the nodes run Ray's image and Ray starts the workers."""
+    return [w for w, bad in (("trainer.image (the nodes run the Ray image)", spec.trainer_image),
+                             ("trainer.command (a Ray job is a train loop, not a per-node argv)", spec.command),
+                             ("trainer.launcher (Ray starts the workers itself)",
+                              getattr(spec, "launcher", "torchrun") != "torchrun"))
+            if bad]
 
 
 def storage_path(job: RayJob, run_id: str, storage_in_node: str) -> str:
