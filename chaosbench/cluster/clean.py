@@ -5,7 +5,8 @@ carrying CHAOSBENCH_OWNER, shm dirs and loop-mounted NVMe disks with an owner fi
 /dev/shm files of the preloaded trees an shm dir lists (clock_skew, local backend), loop devices
 backed by our disk images, Slurm jobs named chaosbench-* whose owner (their comment) is gone, where
 Slurm's commands are reachable ($CHAOSBENCH_SLURM_LOGIN or sbatch on PATH), with the fault chain and
-the run's directories on their hosts (slurm/allocation.py: sweep). iptables rules and qdiscs exist only inside node containers' network
+the run's directories on their hosts (slurm/allocation.py: sweep), Ray jobs on a site's cluster at
+$RAY_ADDRESS whose owner (their metadata) is gone, with the run's node-local directories. iptables rules and qdiscs exist only inside node containers' network
 namespaces (partition, packet_fault) and go with them, as do the disk layers' FUSE mounts in their
 mount namespaces (disk_fault); a layer mounted on this host whose daemon died is unmounted lazily. An owner on another host cannot be checked from here, so a plain clean keeps (and
 lists) its things; `--all` removes them too.
@@ -128,6 +129,18 @@ def _slurm(everything: bool, removed: dict) -> None:
     removed["slurm jobs"] = sweep(Slurm(), everything=everything, removed=removed)
 
 
+def _ray_address(everything: bool, removed: dict) -> None:
+    """A site's Ray cluster at $RAY_ADDRESS: the jobs of harnesses that are gone, by their metadata."""
+    from chaosbench.cluster.errors import ClusterError
+    from chaosbench.cluster.ray.address import address, sweep
+    from chaosbench.cluster.ray.jobs_api import JobsClient
+    if address():
+        try:
+            removed["ray jobs"] = sweep(JobsClient(address()), everything)
+        except ClusterError as e:
+            removed["ray jobs"] = [f"not checked: {e}"]
+
+
 def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list], list[str]]:
     """(kind -> what was removed, what was kept because its owner may be alive on another host)."""
     removed: dict[str, list] = {}
@@ -136,6 +149,7 @@ def clean(everything: bool = False, docker: bool = True) -> tuple[dict[str, list
     if docker:
         _docker(everything, removed, kept)
     _slurm(everything, removed)
+    _ray_address(everything, removed)
     removed["loop disks"] = loopfs.sweep(everything)
     removed["disk layer mounts"] = disk_layer.sweep_dead()   # on the host: a dead daemon's FUSE mount
     removed["loop devices"] = loopfs.stale_loops(everything)

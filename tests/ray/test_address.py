@@ -235,3 +235,16 @@ def test_the_test_clusters_head_publishes_the_dashboard_on_a_port_docker_picks(t
     head = with_ray(render(plan, s, ["node-0"]), plan, ["node-0"], 1, None, dashboard=True)["services"][HEAD]
     assert "--include-dashboard=true" in head["command"] and "--dashboard-host=0.0.0.0" in head["command"]
     assert head["ports"] == [f"127.0.0.1::{DASHBOARD_PORT}"]   # no host port chosen here: no race for it
+
+
+def test_chaosbench_clean_sweeps_the_site_cluster_at_ray_address(monkeypatch, fake):
+    from chaosbench.cluster.clean import _ray_address
+    JobsClient(fake.address).submit("python -m trainer.ray_driver", "gone", {}, {
+        "chaosbench_owner": f"{socket.gethostname()}:999999:0", "chaosbench_run": "gone", "chaosbench_role": "x"})
+    monkeypatch.setenv("RAY_ADDRESS", fake.address)
+    removed = {}
+    _ray_address(False, removed)
+    assert removed["ray jobs"] == ["gone"]
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:1")
+    _ray_address(False, removed)
+    assert removed["ray jobs"][0].startswith("not checked:")
