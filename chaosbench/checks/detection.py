@@ -4,8 +4,10 @@ detection_s = the first sign that the job noticed, minus the injection. Signs, r
 `health_check_failed`, `fatal`, a worker entering `phase: shutdown` with a `reason` (a signal; the
 clean shutdown at the end of training carries none), a worker process that started after the
 injection (a restart), the torchrun agents' `worker_group_failed` / `rendezvous_start`
-(agent-*.jsonl), a pre-fault worker that exited (seen by the node watcher) other than the fault's
-own victim, and the recovery's detected_at (which may precede the injection record: recovery.py). What the heal itself started (the target node's new
+(agent-*.jsonl), a torchft quorum that lost a group (quorum.py quorum_shrinks: the survivors never
+restart, the Lighthouse dropping the group is how they notice), a pre-fault worker that exited (seen
+by the node watcher) other than the fault's own victim, and the recovery's detected_at (which may
+precede the injection record: recovery.py). What the heal itself started (the target node's new
 workers and agent after `healed_at`) is no sign. Signs after the next fault's injection belong to it.
 
 Which faults: every planned fault, or those `expect.detect_faults` names (an id covers its
@@ -19,6 +21,7 @@ from __future__ import annotations
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.ending import ending_of
 from chaosbench.checks.history import FaultWindow, History
+from chaosbench.checks.quorum import quorum_shrinks
 from chaosbench.checks.registry import check
 from chaosbench.checks.timeouts import timeout_in_force
 from chaosbench.result import CheckResult, Recovery
@@ -76,6 +79,8 @@ def first_sign(h: History, fw: FaultWindow, rec: Recovery | None) -> tuple[float
     for a in h.agent_events:
         if a.get("event") in AGENT_SIGNS and not (by_heal(a.get("node")) and a["ts"] >= healed):
             signs.append((a["ts"], f"{a.get('launcher', 'torchrun')} agent {a['event']} on {a.get('node')}"))
+    # torchft: a group saw another leave its quorum (the Lighthouse dropped it, or it came back under a new id)
+    signs += [(ts, what) for ts, node, what in quorum_shrinks(h) if not (by_heal(node) and ts >= healed)]
     signs = [s for s in signs if t0 <= s[0] < until]
     if rec is not None and rec.detected_at is not None and rec.detected_at < until:
         signs.append((rec.detected_at, "recovery's first sign"))

@@ -370,3 +370,31 @@ def recovery_round(h: History, t0: float, end: float) -> tuple[list[Inc], list[I
     at = first.steps[0]["ts"]
     members = [i for i in trained if i.round == first.round and i.start <= at]
     return new, members, [i for i in new if not i.steps and i.start <= at]
+
+
+def resume_point(h: History, members: list[Inc], tol_s: float = 2.0) -> float | None:
+    """When a recovering round took up the world's state: the first restore its processes logged, or (torchft) the
+    first heal_start on their nodes since they started (a heal is begun by the quorum that admits the group, before
+    the step that the group and the survivors then train together); else the round's first step."""
+    if not members:
+        return None
+    nodes, start = {m.node for m in members}, min(m.start for m in members)
+    heals = [float(a["ts"]) for a in h.agent_events
+             if a.get("event") == "heal_start" and a.get("node") in nodes and a["ts"] >= start - tol_s]
+    restores = [m.restore.ts for m in members if m.restore is not None]
+    firsts = [m.steps[0]["ts"] for m in members if m.steps]
+    return min(heals + restores, default=min(firsts, default=None))
+
+
+def world_step_at(h: History, t: float, quorum: bool) -> int | None:
+    """The world's last completed step before t: the last step of the world track (a step every rank of its round
+    reported; lineage().world) completed before t. A quorum run (torchft) keeps no world-wide round: the replica
+    groups are the world side by side and train on while one is lost, so its world's step is the last step any
+    group reported before t. The last, not the highest: after a restore rolled the world back, the steps since
+    are the world's, not the ones it rolled back from."""
+    if quorum:
+        steps = [e for e in h.events if e.get("event") == "step" and e.get("step") is not None and e["ts"] < t]
+        last = max(steps, key=lambda e: e["ts"], default=None)
+        return None if last is None else int(last["step"])
+    before = [w for w in lineage(h).world if w.ts < t]
+    return before[-1].step if before else None

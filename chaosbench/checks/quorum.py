@@ -78,6 +78,21 @@ def quorum_path(h: History, node: str | None = None) -> list[tuple[float, int, f
             for e in sorted(evs, key=lambda e: e["ts"])]
 
 
+def quorum_shrinks(h: History) -> list[tuple[float, str, str]]:
+    """(ts, node, what) of every quorum change by which a node's group saw a group leave: fewer groups than in the
+    quorum it saw before, or as many under other ids (a group restarted within the heartbeat timeout, replaced
+    before the Lighthouse dropped it). Growing back is no shrink."""
+    out = []
+    for node in sorted({str(a.get("node")) for a in h.agent_events if a.get("event") == "quorum_change"}):
+        prev = None
+        for ts, n, ids in quorum_path(h, node):
+            if prev is not None and (n < prev[0] or (n == prev[0] and ids and prev[1] and ids != prev[1])):
+                out.append((ts, node, f"torchft quorum {prev[0]} -> {n}" + (" (a group replaced)" if n == prev[0]
+                                                                          else "") + f" on {node}"))
+            prev = (n, ids)
+    return sorted(out)
+
+
 def heals(h: History, after: float) -> list[tuple[str, float, float | None, int | None, float | None]]:
     """(node, heal_start ts, heal_done ts or None, step healed to, the peer fetch's own seconds) of every heal
     begun after `after`."""
@@ -97,7 +112,8 @@ def heals(h: History, after: float) -> list[tuple[str, float, float | None, int 
 
 @check("quorum_recovery", "quorum_recovery", "max_heal_seconds", needs="events, torchft quorum events")
 def quorum_recovery(h: History, e: Expect, recs: list[Recovery]) -> CheckResult | None:
-    """Survivors never restart; the quorum shrinks at the fault and grows back; the returning group heals from a peer."""
+    """Survivors never restart; the quorum shrinks at the fault and grows back; the returning group heals from a peer,
+    taking up the world's step (recovery.py counts lost work on the world's step at the heal: none may be lost)."""
     if not e.quorum_recovery and e.max_heal_seconds is None:
         return None
     name = "quorum_recovery"
@@ -140,6 +156,11 @@ def quorum_recovery(h: History, e: Expect, recs: list[Recovery]) -> CheckResult 
             return failed(name, expected, "no heal", f"{f.id}: the quorum grew back to {full} without a completed "
                           f"heal from a live peer (heal_start/heal_done)")
         node, _, done, step, fetch_s = healed[0]
+        rec = next((r for r in recs if r.fault_id == f.id), None)
+        if rec is not None and rec.lost_steps is not None and rec.lost_steps > 0:   # a live peer's state is its step
+            return failed(name, expected, f"{rec.lost_steps} steps lost", f"{f.id}: {node} resumed at step "
+                          f"{rec.restored_step + 1} while the world had reached step {rec.step_before_fault}: it did "
+                          f"not take up a live peer's state ({rec.lost_steps} steps lost)")
         took = done - f.injected_at
         if e.max_heal_seconds is not None and took > e.max_heal_seconds:
             return failed(name, expected, round(took, 2), f"{f.id}: {node} healed {took:.2f} s after the fault, over "

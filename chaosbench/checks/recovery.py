@@ -9,12 +9,18 @@ restart round) belong to no fault's breakdown. Definitions, all read from the hi
   entering shutdown) after the injection. The fault log records an injection once the action
   returned (`docker kill` has taken effect), so survivors can see a node fault before it is
   recorded: for a fault on named nodes, signs from other nodes after the target's last event count
-  too, and detected_at then precedes injected_at;
+  too, and detected_at then precedes injected_at. A torchft survivor's group seeing the lost group
+  leave its quorum (quorum.py quorum_shrinks) is a sign too: its processes never restart;
 - rendezvous_done_at: the first event of the round (workers start only once the agents'
   rendezvous completed);
 - restored_at: the last checkpoint_loaded / checkpoint_fresh_start of the round (all ranks
   restored);
-- first_step_at: the round's first completed step.
+- first_step_at: the round's first completed step;
+- step_before_fault: the world's step when the round took its state up (lineage.world_step_at at
+  lineage.resume_point: its first restore or heal, else its first step). Where every process
+  restarts that is the world's last step before the fault; where survivors train on (torchft),
+  the step they had reached by the heal, so a group that heals from a live peer loses nothing.
+  lost_steps = step_before_fault - restored_step.
 
 The phases split total_s = first_step_at - injected_at: detection_s + rendezvous_s + restore_s +
 first_step_s == total_s. A phase whose start or end was not seen, or was seen out of order
@@ -26,7 +32,8 @@ first_step_s are both None.
 from __future__ import annotations
 
 from chaosbench.checks.history import FaultWindow, History, Incarnation
-from chaosbench.checks.lineage import recovery_round
+from chaosbench.checks.lineage import recovery_round, resume_point, world_step_at
+from chaosbench.checks.quorum import quorum_run, quorum_shrinks
 from chaosbench.result import Recovery
 
 DETECTION_EVENTS = ("health_check_failed", "fatal")
@@ -73,6 +80,8 @@ def _detected_at(h: History, fw: FaultWindow, floor: float, old: list[Incarnatio
             acted_after = max(last)
             signs += [e["ts"] for inc in old if inc[0] not in targets for e in groups[inc]
                       if acted_after < e["ts"] < t0 and _is_sign(e)]
+    # torchft: a survivor's group sees the lost group leave its quorum (the fault's own nodes see only their return)
+    signs += [ts for ts, node, _ in quorum_shrinks(h) if t0 <= ts and node not in targets]
     return min(signs) if signs else None
 
 
@@ -88,7 +97,11 @@ def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, gro
         return None
     old = [inc for inc, ts in starts.items() if ts < t0]
     old_steps = [e for inc in old for e in groups[inc] if e.get("event") == "step"]
-    step_before = max((int(e["step"]) for e in old_steps), default=None)
+    # lost work is counted against the world's step when the round took its state up (lineage.world_step_at): where
+    # every process restarts that is the last step before the fault; where survivors train on (torchft), the
+    # step they had reached by the heal, so a survivor that never restarts loses nothing
+    cut = resume_point(h, members) if members else max(i.start for i in started)
+    step_before = world_step_at(h, cut, quorum_run(h))
     last_old = max(old_steps, key=lambda e: e["ts"], default=None)
     rec = Recovery(fault_id=fw.id, injected_at=t0, step_before_fault=step_before,
                    world_size_before=last_old.get("world_size") if last_old else None,

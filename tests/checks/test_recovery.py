@@ -1,6 +1,6 @@
 """Recovery breakdown and the recovery checks, over synthetic histories."""
 from chaosbench.checks import evaluate
-from chaosbench.checks.history import History
+from chaosbench.checks.history import FaultWindow, History
 from chaosbench.checks.invariants import NAMES
 from chaosbench.checks.registry import all_checks
 from chaosbench.checks.recovery import recoveries
@@ -238,3 +238,24 @@ def test_failed_start_in_the_rejoin_round_is_not_a_failed_recovery_restart():
     h.events.sort(key=lambda e: e["ts"])
     f1, _ = recoveries(h)
     assert f1.failed_restarts == 1 and f1.total_s == 1.6
+
+
+def test_lost_work_is_counted_on_the_world_step_when_the_round_restored():
+    """The world's step when the round restored, not the highest step an earlier process ever reported: after a
+    rollback the world's step is the one it trained back up to, and a step one rank reported alone (its peer had
+    died in it) is no world step."""
+    from .synth import ev
+    events = [ev(0.1 * s, "step", n, r, 2, pid=p, step=s) for s in range(1, 51) for r, (n, p) in
+              enumerate((("node-0", 1), ("node-1", 2)))]
+    for r, n in enumerate(("node-0", "node-1")):   # f1: both restart, restore 40, train to 45
+        events += [ev(7.0, "checkpoint_loaded", n, r, 2, restart=1, pid=3 + r, step=40, tier="memory")]
+        events += [ev(7.0 + 0.1 * (s - 40), "step", n, r, 2, restart=1, pid=3 + r, step=s) for s in range(41, 46)]
+        events += [ev(9.0, "checkpoint_loaded", n, r, 2, restart=2, pid=5 + r, step=40, tier="memory")]
+        events += [ev(9.0 + 0.1 * (s - 40), "step", n, r, 2, restart=2, pid=5 + r, step=s) for s in range(41, 60)]
+    events.append(ev(7.65, "step", "node-0", 0, 2, restart=1, pid=3, step=46))   # node-1 died in step 46
+    faults = [FaultWindow("f1", "kill_node", "node-1", {"node": "node-1"}, T0 + 5.05),
+              FaultWindow("f2", "kill_worker", "node-1", {"node": "node-1"}, T0 + 7.6)]
+    h = History(events=sorted(events, key=lambda e: e["ts"]), faults=faults, harness={"training_started_at": T0})
+    first, second = recoveries(h)
+    assert (first.step_before_fault, first.lost_steps) == (50, 10)
+    assert (second.step_before_fault, second.lost_steps) == (45, 5)

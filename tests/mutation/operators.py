@@ -533,3 +533,29 @@ def heal_never_done(rec: Record, rng) -> str:
     for name in {n for n, _ in done}:
         _drop(rec, name, [x for n, x in done if n == name])
     return f"{len(done)} heal_done line(s) gone"
+
+
+@operator("quorum", "L")
+def heal_behind_world(rec: Record, rng) -> str:
+    """The returning group takes up a stale state: from its heal on it trains k steps behind the world the survivors
+    had reached (its steps, its restore and its heal renumbered k lower). No survivor restarts, the quorum grows back
+    and a heal completes; only the lost work counted on the world's step at the heal tells it."""
+    _quorum(rec)
+    faults = rec.injections()
+    hit = {str((f.get("params") or {}).get("node") or f.get("target")) for f in faults}
+    first_fault = min((f["ts"] for f in faults), default=float("inf"))
+    back = [i for i in incarnations(rec) if i.steps and str(i.events[0].get("node")) in hit and i.start > first_fault]
+    if not back:
+        raise NotApplicable("no group came back after a fault")
+    inc = back[0]
+    k = rng.randint(5, max(5, min(50, inc.steps[0]["step"] - 1)))
+    for e in inc.events:
+        if e.get("event") in ("step", "checkpoint_loaded") and isinstance(e.get("step"), int):
+            e["step"] -= k
+    node = str(inc.events[0].get("node"))
+    for name, lines in rec.files.items():
+        for x in lines:
+            if name.startswith("agent-") and isinstance(x, dict) and x.get("event") == "heal_start" \
+                    and x.get("node") == node and x["ts"] >= inc.start and isinstance(x.get("step"), int):
+                x["step"] -= k
+    return f"{inc.file} trains {k} steps behind the world from its heal on (steps from {inc.steps[0]['step']})"

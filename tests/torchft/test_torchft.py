@@ -150,3 +150,55 @@ def test_quorum_recovery_judges_shrink_growth_heal_and_survivors():
     restarted = quorum_recovery(_history(survivor_restart=True), e, [])
     assert restarted.status == "failed" and "node-0/local0" in restarted.reason
     assert quorum_recovery(_history(), Expect(), []) is None
+
+
+def _healed_run(behind=0):
+    """Two groups, a step each 0.1 s; node-1 is lost at 4.05 (after step 40) and back at 14.0. node-0 never restarts:
+    its quorum drops node-1 at 9.1 and it trains on; node-1's new process heals at 16.05 to node-0's step 160 (or,
+    `behind` > 0, to a stale step that many behind) and both train on to step 200."""
+    from chaosbench.checks.history import FaultWindow, History
+
+    def ev(t, event, node, pid, **kw):
+        return {"ts": t, "event": event, "node": node, "rank": 0, "local_rank": 0, "world_size": 1,
+                "restart_count": 0, "pid": pid, **kw}
+    events = [ev(0.01, "checkpoint_fresh_start", "node-0", 1), ev(0.01, "checkpoint_fresh_start", "node-1", 2)]
+    events += [ev(0.1 * s, "step", "node-0", 1, step=s) for s in range(1, 201)]
+    events += [ev(0.1 * s, "step", "node-1", 2, step=s) for s in range(1, 41)]
+    events += [ev(15.0, "phase", "node-1", 3, phase="training"),
+               ev(16.08, "checkpoint_loaded", "node-1", 3, step=160 - behind, tier="memory", source="peer", live=True)]
+    events += [ev(0.1 * s + 0.002, "step", "node-1", 3, step=s - behind) for s in range(161, 201)]
+    agent = [{"ts": 0.5, "event": "quorum_change", "node": "node-0", "replicas": 2, "ids": ["a", "b"]},
+             {"ts": 9.1, "event": "quorum_change", "node": "node-0", "replicas": 1, "ids": ["a"]},
+             {"ts": 16.05, "event": "heal_start", "node": "node-1", "step": 160 - behind},
+             {"ts": 16.07, "event": "heal_done", "node": "node-1"},
+             {"ts": 16.05, "event": "quorum_change", "node": "node-0", "replicas": 2, "ids": ["a", "c"]}]
+    faults = [FaultWindow(id="f1", fault="kill_node", target="node-1", params={"node": "node-1"}, injected_at=4.05,
+                          healed_at=14.0)]
+    return History(events=sorted(events, key=lambda e: e["ts"]), agent_events=agent, faults=faults,
+                   harness={"training_started_at": 0.0, "stopped_at": 21.0})
+
+
+def test_a_survivor_that_trains_on_loses_nothing_and_the_quorum_shrink_is_the_detection():
+    from chaosbench.checks.detection import max_detection_seconds
+    from chaosbench.checks.quorum import quorum_recovery
+    from chaosbench.checks.recovery import recoveries
+    from chaosbench.scenario.model import Expect
+    h = _healed_run()
+    (rec,) = recoveries(h)
+    # the world's step at the heal is node-0's 160 (not the 200 it reached later), and node-1 took it up
+    assert (rec.step_before_fault, rec.restored_step, rec.lost_steps) == (160, 160, 0)
+    assert rec.detected_at == 9.1 and rec.detection_s == 5.05
+    (det,) = max_detection_seconds(h, Expect(max_detection_seconds=10), [])   # read from the quorum itself
+    assert det.status == "passed" and det.observed == 5.05 and "torchft quorum 2 -> 1 on node-0" in det.reason
+    assert quorum_recovery(h, Expect(quorum_recovery=True), [rec]).status == "passed"
+
+
+def test_a_group_that_heals_behind_the_world_fails_quorum_recovery():
+    from chaosbench.checks.quorum import quorum_recovery
+    from chaosbench.checks.recovery import recoveries
+    from chaosbench.scenario.model import Expect
+    h = _healed_run(behind=30)
+    (rec,) = recoveries(h)
+    assert rec.lost_steps == 30
+    res = quorum_recovery(h, Expect(quorum_recovery=True), [rec])
+    assert res.status == "failed" and "resumed at step 131 while the world had reached step 160" in res.reason
