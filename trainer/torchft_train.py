@@ -1,7 +1,8 @@
 """The reference trainer in torchft's idiom: one replica group per node, kept in the Lighthouse's quorum by
-torchft's Manager; torchft's DistributedDataParallel and Optimizer wrapper in the loop. No checkpoint is
-written or read: a group that (re)joins heals from a live peer (the Manager fetches the peer's state_dict
-over HTTP and calls `load_state_dict`), and survivors never restart.
+torchft's Manager; the Manager's own allreduce on the gradients (as torchft's own tests call it) and its
+Optimizer wrapper in the loop. No checkpoint is written or read: a group that (re)joins heals from a live
+peer (the Manager fetches the peer's state_dict over HTTP and calls `load_state_dict`), and survivors never
+restart.
 
     chaosbench runs it for trainer.launcher torchft (chaosbench/launchers/torchft.py); by hand:
     REPLICA_GROUP_ID=0 TORCHFT_LIGHTHOUSE=http://localhost:29510 torchrun --standalone --nproc-per-node=1 \\
@@ -40,8 +41,28 @@ def parse_args(argv=None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def allreduce_grads(manager, params) -> bool:
+    """Average the gradients over the quorum's groups with the Manager's own allreduce, waited on here, as torchft's
+    own tests call it (`manager.allreduce(t).wait()`), in one flat tensor: one allreduce a step.
+
+    Not torchft's DistributedDataParallel: in torchft 0.2.0 its comm hook asserts on the future of an allreduce that
+    failed (`assert fut._fut`, torchft/ddp.py), which kills a survivor whose peer died in the middle of it. Here the
+    failure is the Manager's: `wait()` reports it and returns False, the step does not commit (the Optimizer
+    wrapper asks should_commit) and the next quorum goes on without the lost group. Returns what wait() said."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return True
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    ok = manager.allreduce(flat).wait()   # divides by the quorum's participants on success
+    at = 0
+    for g in grads:
+        g.copy_(flat[at:at + g.numel()].view_as(g))
+        at += g.numel()
+    return ok is not False
+
+
 def run(events: EventWriter, args: argparse.Namespace) -> None:
-    from torchft import DistributedDataParallel, Manager, Optimizer, ProcessGroupGloo
+    from torchft import Manager, Optimizer, ProcessGroupGloo
     events.emit("phase", {"phase": "config"})
     cfg, _ = load_config(args.config, args.set)
     t, el, d = cfg["training"], cfg["elastic"], cfg["data"]
@@ -70,7 +91,6 @@ def run(events: EventWriter, args: argparse.Namespace) -> None:
     manager = Manager(pg=ProcessGroupGloo(timeout=timedelta(seconds=el["pg_timeout_s"])), min_replica_size=1,
                       load_state_dict=load_state_dict, state_dict=state_dict,
                       replica_id=f"{events.node}", timeout=timedelta(seconds=el["pg_timeout_s"]))
-    ddp = DistributedDataParallel(manager, model)
     optimizer = Optimizer(manager, opt)
     events.emit("phase", {"phase": "training"})
     fresh = True
@@ -79,9 +99,10 @@ def run(events: EventWriter, args: argparse.Namespace) -> None:
         batch = index.batch(sampler.next_global_batch(t["per_worker_batch_size"]), t["seq_len"])
         before = manager.current_step()
         optimizer.zero_grad()   # starts this step's quorum; a heal happens inside it
-        logits = ddp(batch[:, :-1])
+        logits = model(batch[:, :-1])
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch[:, 1:].reshape(-1))
         loss.backward()
+        allreduce_grads(manager, model.parameters())
         optimizer.step()   # steps (and counts) only when every group in the quorum committed
         step = manager.current_step()
         just_healed = bool(healed)

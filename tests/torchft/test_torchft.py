@@ -202,3 +202,44 @@ def test_a_group_that_heals_behind_the_world_fails_quorum_recovery():
     assert rec.lost_steps == 30
     res = quorum_recovery(h, Expect(quorum_recovery=True), [rec])
     assert res.status == "failed" and "resumed at step 131 while the world had reached step 160" in res.reason
+
+
+class _Quorum:
+    """The one thing allreduce_grads asks of torchft's Manager: allreduce(t) -> a work whose wait() averages t with
+    the other group's tensor, or (failed: the peer died in it) reports the error and returns False."""
+
+    def __init__(self, peer, fails=False):
+        self.peer, self.fails, self.calls = peer, fails, 0
+
+    def allreduce(self, t):
+        self.calls += 1
+        quorum = self
+
+        class Work:
+            def wait(self):
+                if quorum.fails:
+                    return False
+                t.add_(quorum.peer).div_(2)
+                return True
+        return Work()
+
+
+def test_the_reference_trainer_averages_gradients_with_one_manager_allreduce_and_survives_a_failed_one():
+    import ast
+    from pathlib import Path
+
+    import torch
+
+    from trainer.torchft_train import allreduce_grads
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+    m(torch.ones(1, 3)).sum().backward()
+    mine = [p.grad.clone() for p in m.parameters()]
+    peer = torch.cat([torch.full_like(g, 3.0).reshape(-1) for g in mine])
+    q = _Quorum(peer)
+    assert allreduce_grads(q, m.parameters()) and q.calls == 1
+    for got, own in zip((p.grad for p in m.parameters()), mine):
+        assert got.shape == own.shape and torch.allclose(got, (own + 3.0) / 2)
+    assert allreduce_grads(_Quorum(peer, fails=True), m.parameters()) is False   # no exception: the step won't commit
+    src = (Path(__file__).parents[2] / "trainer" / "torchft_train.py").read_text()
+    names = {a.name for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert "DistributedDataParallel" not in names   # torchft 0.2.0's DDP asserts when a peer dies mid-allreduce
