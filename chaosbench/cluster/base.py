@@ -162,10 +162,13 @@ class Cluster(UpDown, NodePrimitives, PreemptionPrimitives, WorkerPrimitives, Cp
         self.project = project_name(spec.run_id)
         self.run_dir = Path(spec.run_dir).resolve()
         self._nodes = [f"node-{i}" for i in range(spec.nodes)]
-        self._timers: list[threading.Timer] = []            # preempt_node's kills after the grace
+        self._preemptions: dict[str, list[threading.Timer]] = {}  # node -> preempt_node's kills after the grace
         self._throttles: dict[str, subprocess.Popen] = {}   # node -> its duty-cycle loop (throttle_node)
         self._standby: set[str] = set()   # started by add_standby, not yet released
         self.supported_faults = self.implemented_faults() - self.withheld()
+
+    def _preemption_timers(self, nodes=None) -> list[threading.Timer]:
+        return [t for node, ts in self._preemptions.items() if nodes is None or node in nodes for t in ts]
 
     # -- lifecycle (template) --------------------------------------------------------------
     def up(self) -> None:
@@ -177,7 +180,7 @@ class Cluster(UpDown, NodePrimitives, PreemptionPrimitives, WorkerPrimitives, Cp
     def down(self) -> None:
         """Remove everything this cluster started. Idempotent; never raises on already-gone parts;
         raises (and stays tracked: the exit-time sweep retries) while something is left."""
-        for timer in self._timers:   # delayed fault actions: teardown removes everything anyway
+        for timer in self._preemption_timers():   # delayed fault actions: teardown removes everything anyway
             timer.cancel()
         for node in list(self._throttles):
             self._end_throttle(node)

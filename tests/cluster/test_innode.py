@@ -221,7 +221,7 @@ def test_local_preempt_terms_the_node_at_once_and_kills_what_ignores_it_after_th
         assert not os.path.exists(f"/proc/{stubborn}")      # ... until the grace is over (orphan: reaped by init)
         assert time.monotonic() - started >= 2
     finally:
-        for t in c._timers:
+        for t in c._preemption_timers():
             t.cancel()
         if os.path.exists(f"/proc/{stubborn}"):
             os.kill(stubborn, 9)
@@ -296,7 +296,7 @@ def test_add_node_waits_for_a_preempted_node_in_its_grace_instead_of_refusing(tm
         assert time.monotonic() - started >= 1.5
         assert c.node_status("node-0").startswith("exited")
     finally:
-        for t in c._timers:
+        for t in c._preemption_timers():
             t.cancel()
         if launcher.poll() is None:
             os.killpg(launcher.pid, 9)

@@ -87,7 +87,7 @@ class NodePrimitives:
         """A preempted node is on its way out: its notice went, its kill comes at the end of its grace.
         A replacement asked for meanwhile (a scheduler's replacement is booked at the notice) waits for
         that kill instead of being refused while the node drains. Returns whether it waited."""
-        going = [t for t in self._timers if getattr(t, "preempted_node", None) in live and t.is_alive()]
+        going = [t for t in self._preemption_timers(live) if t.is_alive()]
         for timer in going:
             timer.join(timeout=timer.interval + 60)   # the grace, then kill_node itself
         return bool(going)

@@ -33,8 +33,7 @@ class PreemptionPrimitives:
                           file=sys.stderr)
         timer = threading.Timer(grace_s, kill_the_rest)
         timer.daemon = True
-        timer.preempted_node = node   # add_node waits for it rather than count it (nodes.py)
-        self._timers.append(timer)
+        self._preemptions.setdefault(node, []).append(timer)   # add_node waits for it (nodes.py)
         timer.start()
 
     def _incarnation(self, node: str) -> object:
