@@ -88,8 +88,10 @@ def main(argv=None) -> int:
         wait_for_nodes(args.wait_nodes, args.wait_s)
     if site:
         node_names = site.names(ray.nodes())
-        agents = site.start(args.name, node_names)   # noqa: F841 — held: they live as long as this driver
-        print(f"ray_driver: nodes {json.dumps(node_names)}; a fault agent on each", flush=True)
+        agents = site.start(args.name, node_names)
+        print(f"ray_driver: nodes {json.dumps(node_names)}; trainer from "
+              f"{os.path.dirname(os.path.abspath(importlib.import_module('trainer').__file__))}", flush=True)
+        print(f"ray_driver: agents {json.dumps(agents)}", flush=True)   # the harness reads this line
 
     @ray.remote(num_cpus=0)
     class GroupStarts:   # on the driver's node: it lives as long as the run can

@@ -167,17 +167,64 @@ def test_a_site_image_without_torch_is_refused_up_front_naming_it(tmp_path):
         api.close()
 
 
-def test_a_worker_fault_is_a_job_that_calls_the_nodes_agent(tmp_path):
+def _title_procs(n: int) -> list[subprocess.Popen]:
+    """Processes whose command line carries a Ray Train worker's title, as Ray's do."""
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", agent.TRAIN_WORKER + ".fake"])
+             for _ in range(n)]
+    time.sleep(0.05)
+    return procs
+
+
+def _only_ours(procs) -> bool:
+    """No other process here carries the title (a Ray cluster's are in their containers' namespaces)."""
+    return agent.find(agent.TRAIN_WORKER) == [p.pid for p in procs]
+
+
+def test_a_worker_fault_goes_straight_to_the_nodes_agent_when_it_is_reachable(tmp_path, fake):
+    procs = _title_procs(1)
+    try:
+        with RayAddressCluster(spec(tmp_path), fake.address) as cluster:
+            cluster.start_training()
+            server = agent.serve("127.0.0.1", cluster.token)
+            assert fake.jobs["r1"]["runtime_env"]["env_vars"][agent.TOKEN_ENV] == cluster.token
+            fake.jobs["r1"]["logs"] = f'ray_driver: agents {{"node-1": "127.0.0.1:{server.server_address[1]}"}}\n'
+            if _only_ours(procs):
+                cluster.kill_worker("node-1", 0)
+                assert procs[0].wait(5) == -9 and cluster.channel == {"direct": True}
+            with pytest.raises(ClusterError, match="no Ray Train worker #3"):
+                cluster.kill_worker("node-1", 3)
+            with pytest.raises(ClusterError, match="no fault agent yet"):
+                cluster.kill_raylet("node-0")
+            with pytest.raises(ClusterError, match="unknown node"):
+                cluster.kill_raylet("node-7")
+            assert not [j for j in fake.jobs if "fault" in j]   # no job was needed
+            server.shutdown()
+    finally:
+        procs[0].kill()
+        procs[0].wait()
+
+
+def test_an_agent_refuses_a_request_without_the_runs_token():
+    server = agent.serve("127.0.0.1", "s3cret")
+    try:
+        with pytest.raises(RuntimeError, match="wrong token"):
+            agent.request(f"127.0.0.1:{server.server_address[1]}", "guess", "worker")
+    finally:
+        server.shutdown()
+
+
+def test_an_agent_out_of_reach_is_asked_by_a_job_on_the_head(tmp_path):
     answer = json.dumps({"node": "node-1", "what": "worker", "sig": "KILL", "pids": [42]})
     api = FakeJobsAPI(finish=lambda e: ("SUCCEEDED", answer + "\n") if " signal " in e else ("SUCCEEDED", ""))
     try:
         with RayAddressCluster(spec(tmp_path), api.address) as cluster:
             cluster.start_training()
+            api.jobs["r1"]["logs"] = 'ray_driver: agents {"node-1": "127.0.0.1:1"}\n'   # refused here
             cluster.kill_worker("node-1", 0)
             entry = api.jobs["r1-fault-1"]["entrypoint"]
-            assert "signal --run r1 --node node-1 --what worker --local-rank 0 --sig KILL" in entry
-            with pytest.raises(ClusterError, match="unknown node"):
-                cluster.kill_raylet("node-7")
+            assert "signal --to 127.0.0.1:1 --node node-1 --what worker --local-rank 0 --sig KILL" in entry
+            assert cluster.channel["direct"] is False and "127.0.0.1:1" in cluster.channel["why"]
+        assert json.loads((tmp_path / "ray.json").read_text())["fault_channel"]["direct"] is False
     finally:
         api.close()
 
@@ -198,14 +245,11 @@ def test_clean_stops_the_jobs_of_a_harness_that_is_gone(fake):
 
 
 def test_the_agent_finds_train_workers_by_title_oldest_first_and_signals_one():
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", agent.TRAIN_WORKER + ".fake"])
-             for _ in range(2)]
+    procs = _title_procs(2)
     try:
-        time.sleep(0.05)
         found = [p for p in agent.find(agent.TRAIN_WORKER) if p in {q.pid for q in procs}]
         assert found == [procs[0].pid, procs[1].pid]
-        ours = agent.find(agent.TRAIN_WORKER)
-        if ours[:2] == found:   # no other process here carries the title (a Ray cluster's are in containers)
+        if _only_ours(procs):
             assert agent.signal_here("worker", 1, "KILL") == [procs[1].pid]
             assert procs[1].wait(5) == -9 and procs[0].poll() is None
         with pytest.raises(RuntimeError, match="no Ray Train worker #9"):

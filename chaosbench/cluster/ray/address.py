@@ -11,8 +11,9 @@ Ray jobs, and nothing touches its machines but what those jobs do.
 - events: the driver starts a fault agent per node (agent.py) that streams the node's event files into
   the driver's log; the harness polls the log (GET /api/jobs/<id>/logs), writes the marked lines to the
   run's events directory and the rest to logs/driver.log (no shared filesystem needed);
-- faults: kill_worker / freeze_worker / thaw_worker / kill_raylet, each a small job that calls the
-  node's agent; the rest is withheld (a site's machines and head are not the harness's to kill);
+- faults: kill_worker / freeze_worker / thaw_worker / kill_raylet through the node's agent: straight to
+  its port where this machine reaches the nodes, else a small job on the head asks it; the rest is
+  withheld (a site's machines and head are not the harness's to kill);
 - teardown stops the driver and removes the run's node-local directories (a cleanup job);
   `chaosbench clean` stops the jobs of a harness that is gone, found by their metadata.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shlex
 import threading
 import time
@@ -43,6 +45,8 @@ HEAD_WHY = "the site's head is shared with other users and jobs: withheld on a s
 _EVENT_FILE = re.compile(r"^[\w.-]+\.jsonl$")
 ENDING = {"SUCCEEDED": "exited:0", "FAILED": "exited:1", "STOPPED": "exited:143"}
 PREFLIGHT_S, FAULT_JOB_S, CLEANUP_S = 300, 60, 90
+DIRECT_S = 3   # connecting to an agent straight from here; past it, a job on the head asks it
+AGENTS_LINE = "ray_driver: agents "
 LOG_POLL_S = 0.5
 
 
@@ -108,6 +112,9 @@ class RayAddressCluster(Cluster):
         self._pump_lock = threading.Lock()
         self._log_offset, self._log_rest = 0, ""
         self._faults = 0
+        self.token = secrets.token_hex(16)   # the agents answer only requests carrying it (agent.TOKEN_ENV)
+        self.agents: dict[str, str] = {}     # node -> its agent's host:port, from the driver's log
+        self.channel: dict = {}              # direct: True (this machine reaches the agents) | False (+ why)
 
     # -- lifecycle -------------------------------------------------------------------------------
     def _sweep_dead(self) -> None:
@@ -184,13 +191,28 @@ class RayAddressCluster(Cluster):
 
     # -- faults: a small job calls the node's agent ------------------------------------------------
     def _agent_signal(self, node: str, what: str, local_rank: int, sig: str) -> list[int]:
+        """Straight to the node's agent where this machine reaches the nodes; else a job on the head asks it."""
         self._check_node(node)
-        if self.driver_id is None:
-            raise ClusterError("no driver is running, so no fault agents: start_training first")
+        if node not in self.agents and self.driver_id is not None:
+            self._read_logs()
+        to = self.agents.get(node)
+        if to is None:
+            raise ClusterError(f"{node}: no fault agent yet (the driver starts them once the nodes have joined; "
+                               f"logs/driver.log)")
+        if self.channel.get("direct") is not False:
+            try:
+                pids = agent.request(to, self.token, what, local_rank, sig, timeout_s=DIRECT_S)
+                self.channel["direct"] = True
+                return pids
+            except OSError as e:   # not reachable from here: the head reaches it
+                if self.channel.get("direct"):
+                    raise ClusterError(f"{node}: its agent at {to} stopped answering: {e}") from None
+                self.channel.update(direct=False, why=f"{to}: {e}")
+            except RuntimeError as e:
+                raise ClusterError(f"{node}: {e}") from None
         self._faults += 1
-        info, logs = self._job(f"fault-{self._faults}", ["signal", "--run", self.spec.run_id, "--node", node,
-                                                        "--what", what, "--local-rank", str(local_rank), "--sig", sig],
-                               FAULT_JOB_S)
+        info, logs = self._job(f"fault-{self._faults}", ["signal", "--to", to, "--node", node, "--what", what,
+                                                        "--local-rank", str(local_rank), "--sig", sig], FAULT_JOB_S)
         answer = next((json.loads(line) for line in logs.splitlines() if line.startswith('{"node"')), None)
         if info["status"] != "SUCCEEDED" or answer is None:
             raise ClusterError(f"{node}: the agent could not signal the {what}: {info.get('message', '')} "
@@ -215,7 +237,8 @@ class RayAddressCluster(Cluster):
     # -- the parts ----------------------------------------------------------------------------------
     def _runtime_env(self) -> dict:
         return {"working_dir": self.uri,
-                "env_vars": {**self.spec.env, "RAY_DEDUP_LOGS": "0", "CHAOSBENCH_RUN_ID": self.spec.run_id}}
+                "env_vars": {**self.spec.env, "RAY_DEDUP_LOGS": "0", "CHAOSBENCH_RUN_ID": self.spec.run_id,
+                             agent.TOKEN_ENV: self.token}}
 
     def _metadata(self, role: str) -> dict:
         return {OWNER_KEY: owner_mod.token(), RUN_KEY: self.spec.run_id, ROLE_KEY: role}
@@ -239,7 +262,7 @@ class RayAddressCluster(Cluster):
     def _write_jobs(self) -> None:
         path = self.run_dir / "ray.json"
         record = json.loads(path.read_text()) if path.exists() else {"address": self.client.address}
-        record["jobs"] = self.jobs
+        record.update(jobs=self.jobs, agents=self.agents, fault_channel=self.channel)
         path.write_text(json.dumps(record, indent=1))
 
     def _follow_logs(self) -> None:
@@ -257,6 +280,9 @@ class RayAddressCluster(Cluster):
             lines = (self._log_rest + new).split("\n")
             self._log_rest = lines.pop()   # a line still being written
             plain, events = split_log(lines)
+            for line in plain:
+                if line.startswith(AGENTS_LINE):
+                    self.agents.update(json.loads(line[len(AGENTS_LINE):]))
             if plain:
                 with open(self.run_dir / "logs" / "driver.log", "a") as f:
                     f.write("".join(line + "\n" for line in plain))

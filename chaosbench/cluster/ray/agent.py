@@ -7,10 +7,12 @@ Stdlib and `ray` only (imported inside the functions: the harness imports this f
 - each node's own directories: a site's nodes carry no CHAOSBENCH_* environment, so a worker sets its
   node's (events, NVMe and memory tiers, node-local under /tmp and /dev/shm) before the loop runs (`on_node`);
 - a fault agent per node: a `num_cpus=0` actor pinned with NodeAffinitySchedulingStrategy(soft=False),
-  named `agent-<node>` in the run's namespace. It signals the node's Ray Train workers or its raylet
-  (`signal`) and streams the node's event files to its stdout, which Ray sends to the driver's log
-  (`CBEV<TAB>file<TAB>line`): the harness reads them back from the Jobs API, live, with no shared
-  filesystem and no port opened on the nodes;
+  named `agent-<node>` in the run's namespace. It streams the node's event files to its stdout, which
+  Ray sends to the driver's log (`CBEV<TAB>file<TAB>line`): the harness reads them back from the Jobs
+  API, live, with no shared filesystem. It signals the node's Ray Train workers or its raylet on a
+  request to a TCP port it opens on the node's Ray address (one JSON line, carrying the run's token
+  from the job's env_vars): the harness connects to it directly where it can reach the nodes (a few
+  ms), else through a small job on the head, which reaches every node as Ray itself does (seconds);
 - the harness's small jobs: `python -m chaosbench.cluster.ray.agent signal|preflight|cleanup ...`.
 """
 from __future__ import annotations
@@ -19,6 +21,8 @@ import argparse
 import json
 import os
 import shutil
+import socket
+import socketserver
 import sys
 import threading
 import time
@@ -26,6 +30,7 @@ import time
 MARK = "CBEV\t"                        # an event line in the driver's log: MARK + file + TAB + json line
 TRAIN_WORKER = "ray::RayTrainWorker"   # the title Ray gives a Ray Train worker actor's process
 SIGNALS = {"KILL": 9, "STOP": 19, "CONT": 18, "TERM": 15}
+TOKEN_ENV = "CHAOSBENCH_AGENT_TOKEN"   # the run's secret: an agent answers only requests that carry it
 
 
 def namespace(run_id: str) -> str:
@@ -129,6 +134,39 @@ class _Marked:
         sys.stdout.flush()
 
 
+def serve(host: str, token: str) -> socketserver.TCPServer:
+    """The agent's request port on `host` (a port the kernel picks), answering in a thread of its own:
+    a request is one JSON line {token, what, local_rank, sig}; the answer {pids} or {error}."""
+    class Handler(socketserver.StreamRequestHandler):
+        def handle(self):
+            try:
+                req = json.loads(self.rfile.readline(4096))
+                if not token or req.get("token") != token:
+                    raise PermissionError("wrong token")
+                answer = {"pids": signal_here(req["what"], int(req.get("local_rank", 0)), req.get("sig", "KILL"))}
+            except Exception as exc:  # noqa: BLE001 — every failure goes back as the answer
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
+            self.wfile.write(json.dumps(answer).encode() + b"\n")
+
+    server = socketserver.ThreadingTCPServer((host, 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def request(address: str, token: str, what: str, local_rank: int = 0, sig: str = "KILL",
+            timeout_s: float = 10) -> list[int]:
+    """Ask the agent at `address` (host:port) to signal; the pids signalled. OSError when unreachable,
+    RuntimeError with the agent's own words when it refused or failed."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=timeout_s) as conn:
+        conn.sendall(json.dumps({"token": token, "what": what, "local_rank": local_rank, "sig": sig}).encode() + b"\n")
+        answer = json.loads(conn.makefile("rb").readline() or b"{}")
+    if "pids" not in answer:
+        raise RuntimeError(f"agent at {address}: {answer.get('error', 'no answer')}")
+    return answer["pids"]
+
+
 def _agent_class():
     import ray
 
@@ -140,32 +178,31 @@ def _agent_class():
             from chaosbench.observer.stream import stream
             threading.Thread(target=stream, args=(self.events, False), kwargs={"out": _Marked()},
                              daemon=True).start()
+            ip = ray.util.get_node_ip_address()
+            self.address = f"{ip}:{serve(ip, os.environ.get(TOKEN_ENV, '')).server_address[1]}"
 
-        def ping(self) -> str:
-            return self.node
-
-        def signal(self, what: str, local_rank: int, sig: str) -> list[int]:
-            return signal_here(what, local_rank, sig)
+        def where(self) -> str:
+            return self.address
     return FaultAgent
 
 
-def start(run_id: str, node_names: dict[str, str], within_s: float = 60) -> list:
-    """A fault agent on each named node (owned by the calling driver: they go when its job stops)."""
+def start(run_id: str, node_names: dict[str, str], within_s: float = 60) -> dict[str, str]:
+    """A fault agent on each named node (owned by the calling driver: they go when its job stops);
+    node name -> the agent's request address."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
     cls = _agent_class()
-    agents = [cls.options(name=f"agent-{name}", scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
-              .remote(run_id, name) for nid, name in node_names.items()]
-    ray.get([a.ping.remote() for a in agents], timeout=within_s)
-    return agents
+    agents = {name: cls.options(name=f"agent-{name}", scheduling_strategy=NodeAffinitySchedulingStrategy(nid, soft=False))
+              .remote(run_id, name) for nid, name in node_names.items()}
+    where = ray.get([a.where.remote() for a in agents.values()], timeout=within_s)
+    start.held = list(agents.values())   # alive as long as the driver
+    return dict(zip(agents, where))
 
 
 # -- the harness's small jobs --------------------------------------------------------------------
 def _signal_job(args) -> int:
-    import ray
-    ray.init(address="auto", namespace=namespace(args.run), log_to_driver=False)
-    agent = ray.get_actor(f"agent-{args.node}")
-    pids = ray.get(agent.signal.remote(args.what, args.local_rank, args.sig), timeout=30)
+    """From the head (which reaches every node): the harness's request to an agent it cannot reach itself."""
+    pids = request(args.to, os.environ.get(TOKEN_ENV, ""), args.what, args.local_rank, args.sig)
     print(json.dumps({"node": args.node, "what": args.what, "sig": args.sig, "pids": pids}), flush=True)
     return 0
 
@@ -208,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m chaosbench.cluster.ray.agent")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("signal", help="signal a node's Ray Train worker or raylet through its agent")
-    s.add_argument("--run", required=True)
+    s.add_argument("--to", required=True, help="the agent's host:port")
     s.add_argument("--node", required=True)
     s.add_argument("--what", choices=("worker", "raylet"), default="worker")
     s.add_argument("--local-rank", type=int, default=0)

@@ -2,6 +2,7 @@
 
     python -m chaosbench.cluster.ray.testcluster build             # the Ray image (set-up runs it)
     python -m chaosbench.cluster.ray.testcluster up [--nodes 2]    # holds it until Ctrl-C
+    python -m chaosbench.cluster.ray.testcluster up --dashboard    # ... with the Jobs API: prints RAY_ADDRESS
     python -m chaosbench.cluster.ray.testcluster ls                # the Ray clusters up now (runs' too)
     python -m chaosbench.cluster.ray.testcluster down PROJECT | --all
 
@@ -20,7 +21,7 @@ import threading
 from pathlib import Path
 
 from chaosbench.cluster.docker.cli import PROJECT_LABEL, docker, remove_project
-from chaosbench.cluster.ray.compose import HEAD
+from chaosbench.cluster.ray.compose import HEAD, STORAGE_IN_NODE
 
 
 def build() -> str:
@@ -37,7 +38,7 @@ def running() -> list[str]:
     return sorted(set(out.split()))
 
 
-def up(nodes: int) -> int:
+def up(nodes: int, dashboard: bool = False) -> int:
     from chaosbench.cluster.base import ClusterSpec
     from chaosbench.cluster.ray.backend import RayCluster
     stop = threading.Event()
@@ -45,11 +46,13 @@ def up(nodes: int) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with tempfile.TemporaryDirectory(prefix="cb-ray-testcluster-") as tmp:
         spec = ClusterSpec(run_id="raytest", run_dir=Path(tmp), nodes=nodes, min_nodes=1, max_nodes=nodes)
-        with RayCluster(spec) as cluster:
+        with RayCluster(spec, dashboard=dashboard) as cluster:
             head = cluster.plan.container(HEAD)
+            site = (f"\n  RAY_ADDRESS={cluster.dashboard_address()} chaosbench run SCENARIO --backend ray   "
+                    f"(its storage: {STORAGE_IN_NODE})" if dashboard else "")
             print(f"Ray cluster {cluster.project} up: head {head}, nodes "
                   f"{', '.join(cluster.plan.container(n) for n in cluster.node_names())}\n"
-                  f"  docker exec {head} ray status\n  Ctrl-C removes it", flush=True)
+                  f"  docker exec {head} ray status{site}\n  Ctrl-C removes it", flush=True)
             stop.wait()
     return 0
 
@@ -60,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="build (or reuse) the Ray image and print its tag")
     u = sub.add_parser("up", help="start a Ray cluster and hold it until Ctrl-C")
     u.add_argument("--nodes", type=int, default=2)
+    u.add_argument("--dashboard", action="store_true", help="run the head's dashboard (the Jobs API) on a loopback "
+                                                               "port docker picks, for RAY_ADDRESS runs")
     sub.add_parser("ls", help="list the Ray clusters that are up")
     d = sub.add_parser("down", help="remove a Ray cluster (its containers, network and volumes)")
     d.add_argument("project", nargs="?")
@@ -68,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "build":
         print(build())
     elif args.cmd == "up":
-        return up(args.nodes)
+        return up(args.nodes, args.dashboard)
     elif args.cmd == "ls":
         for project in running():
             print(project)
