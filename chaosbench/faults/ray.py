@@ -22,8 +22,10 @@ def one_shot(name: str, help: str, params: type[FaultParams], primitive: str,
                                               "healable": False, "_inject": _inject, "__module__": __name__}))
 
 
-KillRaylet = one_shot("kill_raylet", "Ray: SIGKILL a node's raylet; Ray loses the node (its workers die with it) "
-                      "while the machine, its disks and shared memory stay", NodeParams, "kill_raylet",
+KillRaylet = one_shot("kill_raylet", "Ray: SIGKILL a node's raylet; Ray loses the node (its workers die with it), "
+                      "the machine and its disks stay (on the containerised cluster `ray start --block` then ends "
+                      "the node's other Ray processes and its container: exit 1, NVMe volume kept)", NodeParams,
+                      "kill_raylet",
                       lambda fault: fault.pick_node(fault.p.node))
 KillRayHead = one_shot("kill_ray_head", "Ray: SIGKILL the head node (GCS, Train controller, driver): without GCS "
                        "fault tolerance the run is lost, whatever its checkpoints", FaultParams, "kill_head",
