@@ -19,7 +19,7 @@ from pathlib import Path
 from chaosbench.cluster.docker import cli as docker_cli
 from chaosbench.cluster.docker.cli import compose, docker
 from chaosbench.cluster.errors import ClusterError
-from chaosbench.cluster.ray.compose import HEAD
+from chaosbench.cluster.ray.compose import HEAD, head_ip
 
 TRAIN_WORKER = "ray::RayTrainWorker"
 OBJECT_STORE = (Path(__file__).with_name("object_store.py")).read_text()
@@ -49,6 +49,13 @@ class RayFaults:
         if not pids:
             raise ClusterError(f"{node}: no raylet is running")
         docker("exec", self._node(node), "kill", "-KILL", *pids)
+
+    def _cut_targets(self, node: str, peers: list[str] | None) -> list[str]:
+        """As docker's, and with no peers named the head too: a partitioned Ray node is cut off from the GCS,
+        which then declares it dead. Naming the peers (`peers: [node-0, node-1]`) leaves the head reachable:
+        a partition between workers only, which the GCS does not see (docs/ray.md)."""
+        out = super()._cut_targets(node, peers)
+        return out + [head_ip(self.plan)] if peers is None else out
 
     def kill_head(self) -> None:
         docker("kill", "-s", "KILL", self.plan.container(HEAD))

@@ -1,5 +1,6 @@
-"""fill_object_store without a cluster: its parameters refused with file, field and fix, offered by the
-Ray backend only (and why not elsewhere), and its primitive's handling of the filler job's output."""
+"""Ray's faults without a cluster: fill_object_store's parameters refused with file, field and fix, the
+fault offered by the Ray backend only (and why not elsewhere), its primitive's handling of the filler
+job's output; a partition of a Ray node that cuts it off from the head."""
 import subprocess
 import sys
 
@@ -157,3 +158,18 @@ def test_on_another_backend_the_primitive_raises_with_the_reason(tmp_path):
     c = DockerCluster(ClusterSpec(run_id="r", run_dir=tmp_path))
     with pytest.raises(UnsupportedFault, match="has an object store"):
         c.fill_object_store("node-0", 10)
+
+
+def test_a_partition_cuts_a_ray_node_off_from_the_head_unless_peers_are_named(tmp_path):
+    import ipaddress
+
+    from chaosbench.cluster.base import ClusterSpec
+    from chaosbench.cluster.docker.compose_file import ComposePlan
+    c = RayCluster(ClusterSpec(run_id="r", run_dir=tmp_path, nodes=3, min_nodes=2, max_nodes=3,
+                               trainer_config="trainer/configs/tiny.yaml"))
+    c.plan = ComposePlan(project="cbt", image="img", subnet=ipaddress.ip_network("10.201.3.0/24"), owner="o",
+                         events_host_dir=str(tmp_path / "events"))
+    c._nodes = ["node-0", "node-1", "node-2"]
+    every = c._cut_targets("node-2", None)
+    assert "10.201.3.5" in every and c.plan.ip("node-0") in every and c.plan.ip("node-2") not in every
+    assert "10.201.3.5" not in c._cut_targets("node-2", ["node-0", "node-1"])
