@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
+from chaosbench.checks.lineage import WorldStep
 from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
@@ -39,12 +40,14 @@ def silenced_by_fault(h: History, node: str, last_ts: float, tol_s: float = 2.0)
 
 
 def quorum_track(h: History, lin) -> list:
-    """The world steps of a quorum run as one track: each time the highest step any group reported goes up."""
+    """The world steps of a quorum run as one track: each time the highest step any group reported goes up. Read
+    from every group's step events, not from lin.world: a round's world step needs every member's report, so once
+    a group is lost for good its round has none, and the survivors' steps after the fault would go unseen."""
     out, top = [], None
-    for w in sorted(lin.world, key=lambda w: w.ts):
-        if top is None or w.step > top:
-            out.append(w)
-            top = w.step
+    for e in sorted(h.of("step"), key=lambda e: e["ts"]):
+        if top is None or int(e["step"]) > top:
+            top = int(e["step"])
+            out.append(WorldStep(lin.round_of(e, h), top, e.get("world_size"), float(e["ts"]), ()))
     return out
 
 

@@ -243,3 +243,20 @@ def test_the_reference_trainer_averages_gradients_with_one_manager_allreduce_and
     src = (Path(__file__).parents[2] / "trainer" / "torchft_train.py").read_text()
     names = {a.name for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ImportFrom) for a in n.names}
     assert "DistributedDataParallel" not in names   # torchft 0.2.0's DDP asserts when a peer dies mid-allreduce
+
+
+def test_liveness_sees_a_survivor_that_stalls_after_its_peer_group_is_lost_for_good():
+    """A group lost for good leaves its round without world steps (each needs every member's report): the quorum's
+    track is read from every group's steps, so the survivor standing still for 60 s after the fault is seen."""
+    from chaosbench.checks.invariants import liveness
+    from chaosbench.scenario.model import Expect
+    h = _healed_run()
+    h.events = [e for e in h.events if e["pid"] != 3]   # node-1 never comes back
+    h.agent_events = [a for a in h.agent_events if a["ts"] < 10]
+    h.faults[0].healed_at = None
+    assert liveness(h, Expect()).status == "passed"
+    for e in h.events:
+        if e["node"] == "node-0" and e.get("step", 0) > 60:
+            e["ts"] += 60.0
+    res = liveness(h, Expect())
+    assert res.status == "failed" and "after step 60" in res.reason
