@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.history import History
-from chaosbench.checks.lineage import Lineage, Round, lineage
+from chaosbench.checks.lineage import Lineage, Round, lineage, resume_point
 from chaosbench.checks.quorum import quorum_gap, quorum_run, quorum_track, silenced_by_fault
 from chaosbench.checks.registry import check
 from chaosbench.result import CheckResult, Recovery
@@ -114,12 +114,8 @@ def progress(h: History, e: Expect) -> CheckResult:
             cause = causes.get(r.index)
             first = r.first_step
             if quorum and r.first_step_at is not None:   # the quorum trained on: lost work is counted at the heal
-                # at the heal (the restore); a survivor's report of the step both then train together is not lost work
-                # torchft's heal_start (the quorum that admits the group) comes before the step both then train
-                nodes = {m.node for m in r.members}
-                at = min([float(x["ts"]) for x in h.agent_events if x.get("event") == "heal_start"
-                          and x.get("node") in nodes and x["ts"] >= r.start - TOL_S]
-                         + [m.restore.ts for m in r.members if m.restore is not None], default=r.first_step_at)
+                # (the restore); a survivor's report of the step both then train together is not lost work
+                at = resume_point(h, r.members, TOL_S) or r.first_step_at
                 top = max((int(x["step"]) for x in h.of("step") if x["ts"] < at), default=top)
             lost = None if first is None or top is None else top - (first - stride)
             what = f"round {r.index} ({_who(r)}) at {_rel(h, lin, r.start)}" + (
