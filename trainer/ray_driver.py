@@ -91,7 +91,8 @@ def main(argv=None) -> int:
         agents = site.start(args.name, node_names)
         print(f"ray_driver: nodes {json.dumps(node_names)}; trainer from "
               f"{os.path.dirname(os.path.abspath(importlib.import_module('trainer').__file__))}", flush=True)
-        print(f"ray_driver: agents {json.dumps(agents)}", flush=True)   # the harness reads this line
+        print(f"ray_driver: agents {json.dumps(agents)}", flush=True)   # the harness reads these two lines
+        print(f"ray_driver: driver on {ray.util.get_node_ip_address()}", flush=True)
 
     @ray.remote(num_cpus=0)
     class GroupStarts:   # on the driver's node: it lives as long as the run can

@@ -2,8 +2,10 @@
 served over real HTTP on a loopback port, for the address backend's unit tests."""
 from __future__ import annotations
 
+import fnmatch
 import json
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -17,6 +19,7 @@ class FakeJobsAPI:
         self.jobs: dict[str, dict] = {}
         self.packages: dict[str, bytes] = {}
         self.requests: list[tuple[str, str]] = []
+        self.ray_logs: dict[tuple[str, str], str] = {}   # (node ip, file under its logs dir) -> text
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -41,6 +44,8 @@ class FakeJobsAPI:
                     return self._send(200, {}) if self.path in fake.packages else self._send(404, None)
                 if self.path == "/api/jobs/":
                     return self._send(200, list(fake.jobs.values()))
+                if self.path.startswith("/api/v0/logs"):
+                    return self._logs()
                 parts = self.path.split("/")   # '', api, jobs, id[, logs]
                 job = fake.jobs.get(parts[3]) if len(parts) > 3 else None
                 if job is None:
@@ -48,6 +53,22 @@ class FakeJobsAPI:
                 if len(parts) == 5 and parts[4] == "logs":
                     return self._send(200, {"logs": job["logs"]})
                 return self._send(200, {k: v for k, v in job.items() if k != "logs"})
+
+            def _logs(self):
+                url = urllib.parse.urlsplit(self.path)
+                q = dict(urllib.parse.parse_qsl(url.query))
+                if url.path == "/api/v0/logs/file":
+                    text = fake.ray_logs.get((q["node_ip"], q["filename"]))
+                    if text is None:
+                        return self._send(500, {"error": "no such file"})
+                    raw = text.encode()
+                    self.send_response(200)
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    return self.wfile.write(raw)
+                names = [f for ip, f in fake.ray_logs if ip == q["node_ip"] and fnmatch.fnmatch(f, q.get("glob", "*"))
+                         and ("/" not in f or "/" in q.get("glob", "*"))]
+                self._send(200, {"result": True, "msg": "", "data": {"result": {"any": names + ["old/"]}}})
 
             def do_PUT(self):
                 fake.requests.append(("PUT", self.path))

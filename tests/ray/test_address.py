@@ -292,3 +292,20 @@ def test_chaosbench_clean_sweeps_the_site_cluster_at_ray_address(monkeypatch, fa
     monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:1")
     _ray_address(False, removed)
     assert removed["ray jobs"][0].startswith("not checked:")
+
+
+def test_rays_own_logs_come_from_the_state_api_for_every_node_and_the_head(tmp_path, fake):
+    fake.ray_logs.update({("10.0.0.11", "raylet.out"): "raylet of node-1\n", ("10.0.0.11", "debug_state.txt"): "x",
+                          ("10.0.0.5", "gcs_server.out"): "gcs\n",
+                          ("10.0.0.5", "train/ray-train-sys-controller-1.log"): "controller\n"})
+    with RayAddressCluster(spec(tmp_path), fake.address) as cluster:
+        cluster.start_training()
+        fake.jobs["r1"]["logs"] = ('ray_driver: agents {"node-1": "10.0.0.11:5000", "node-0": "10.0.0.99:5000"}\n'
+                                   "ray_driver: driver on 10.0.0.5\n")
+        cluster.collect()
+    ray = tmp_path / "logs" / "ray"
+    assert (ray / "node-1" / "raylet.out").read_text() == "raylet of node-1\n"
+    assert not (ray / "node-1" / "debug_state.txt").exists()   # only Ray's record worth keeping
+    assert (ray / "ray-head" / "train" / "ray-train-sys-controller-1.log").read_text() == "controller\n"
+    assert (ray / "ray-head" / "gcs_server.out").exists()
+    assert not (ray / "node-0" / "raylet.out").exists() and not (ray / "node-0" / "not-fetched.txt").exists()

@@ -14,6 +14,7 @@ Ray jobs, and nothing touches its machines but what those jobs do.
 - faults: kill_worker / freeze_worker / thaw_worker / kill_raylet through the node's agent: straight to
   its port where this machine reaches the nodes, else a small job on the head asks it; the rest is
   withheld (a site's machines and head are not the harness's to kill);
+- Ray's own logs (raylets, GCS, the Train controller) come from the dashboard's State API at collection;
 - teardown stops the driver and removes the run's node-local directories (a cleanup job);
   `chaosbench clean` stops the jobs of a harness that is gone, found by their metadata.
 """
@@ -46,7 +47,9 @@ _EVENT_FILE = re.compile(r"^[\w.-]+\.jsonl$")
 ENDING = {"SUCCEEDED": "exited:0", "FAILED": "exited:1", "STOPPED": "exited:143"}
 PREFLIGHT_S, FAULT_JOB_S, CLEANUP_S = 300, 60, 90
 DIRECT_S = 3   # connecting to an agent straight from here; past it, a job on the head asks it
-AGENTS_LINE = "ray_driver: agents "
+AGENTS_LINE, HEAD_LINE = "ray_driver: agents ", "ray_driver: driver on "
+# Ray's own record worth keeping (as the docker-exec path copies it): the raylets, the GCS, the Train controller
+RAY_LOGS = re.compile(r"^(raylet\.(out|err)|gcs_server\.out|train/[\w.-]+\.log)$")
 LOG_POLL_S = 0.5
 
 
@@ -115,6 +118,7 @@ class RayAddressCluster(Cluster):
         self.token = secrets.token_hex(16)   # the agents answer only requests carrying it (agent.TOKEN_ENV)
         self.agents: dict[str, str] = {}     # node -> its agent's host:port, from the driver's log
         self.channel: dict = {}              # direct: True (this machine reaches the agents) | False (+ why)
+        self.head_ip: str | None = None      # where the driver runs (the head), from its log
 
     # -- lifecycle -------------------------------------------------------------------------------
     def _sweep_dead(self) -> None:
@@ -170,6 +174,25 @@ class RayAddressCluster(Cluster):
         exits = {"driver": {"status": info.get("status"), "message": info.get("message"),
                             "exit_code": {"SUCCEEDED": 0, "FAILED": 1}.get(info.get("status"))}}
         (self.run_dir / "exits.json").write_text(json.dumps(exits, indent=1))
+        self._ray_logs()
+
+    def _ray_logs(self) -> None:
+        """Ray's own logs of each node and the head, through the dashboard's State API, to logs/ray/<node>/;
+        what could not be read is said in logs/ray/<node>/not-fetched.txt."""
+        hosts = {n: a.rpartition(":")[0] for n, a in self.agents.items()}
+        if self.head_ip:
+            hosts["ray-head"] = self.head_ip
+        for name, ip in hosts.items():
+            dest = self.run_dir / "logs" / "ray" / name
+            dest.mkdir(parents=True, exist_ok=True)
+            try:
+                files = [f for f in {*self.client.log_files(ip), *self.client.log_files(ip, "train/*")}
+                         if RAY_LOGS.match(f)]
+                for f in sorted(files):
+                    (dest / f).parent.mkdir(parents=True, exist_ok=True)
+                    (dest / f).write_text(self.client.log_file(ip, f))
+            except ClusterError as e:
+                (dest / "not-fetched.txt").write_text(f"{ip}: {e}\n")
 
     def _stop(self) -> list[str]:
         self._pump_stop.set()
@@ -283,6 +306,8 @@ class RayAddressCluster(Cluster):
             for line in plain:
                 if line.startswith(AGENTS_LINE):
                     self.agents.update(json.loads(line[len(AGENTS_LINE):]))
+                elif line.startswith(HEAD_LINE):
+                    self.head_ip = line[len(HEAD_LINE):].strip()
             if plain:
                 with open(self.run_dir / "logs" / "driver.log", "a") as f:
                     f.write("".join(line + "\n" for line in plain))

@@ -8,6 +8,8 @@ package stays out of the harness's venv, so no JobSubmissionClient. What the add
     GET  /api/jobs/  and  /api/jobs/<id>       status: PENDING RUNNING STOPPED SUCCEEDED FAILED
     GET  /api/jobs/<id>/logs                   the driver's whole output so far
     POST /api/jobs/<id>/stop                   stop it (its actors and workers go with it)
+    GET  /api/v0/logs?node_ip=..&glob=..       Ray's own log files on a node (the State API)
+    GET  /api/v0/logs/file?node_ip=..&filename=..&lines=-1   one of them, whole
 
 Every failure is a ClusterError that names the address and what to check.
 """
@@ -71,7 +73,8 @@ class JobsClient:
     def __init__(self, address: str, timeout_s: float = 30):
         self.address, self.timeout_s = parse_address(address), timeout_s
 
-    def _call(self, method: str, path: str, body: bytes | dict | None = None, ok404: bool = False):
+    def _call(self, method: str, path: str, body: bytes | dict | None = None, ok404: bool = False,
+              raw_text: bool = False):
         data = json.dumps(body).encode() if isinstance(body, dict) else body
         req = urllib.request.Request(self.address + path, data=data, method=method)
         if isinstance(body, dict):
@@ -88,6 +91,8 @@ class JobsClient:
             reason = getattr(e, "reason", e)
             raise ClusterError(f"Ray Jobs API {method} {self.address}{path}: {reason}; is the head's dashboard up "
                                f"and reachable from here ({ADDRESS_FIX})?") from None
+        if raw_text:
+            return raw.decode(errors="replace")
         try:
             return json.loads(raw) if raw else {}
         except ValueError:
@@ -122,6 +127,16 @@ class JobsClient:
 
     def stop(self, job: str) -> bool:
         return bool(self._call("POST", f"/api/jobs/{urllib.parse.quote(job)}/stop").get("stopped"))
+
+    def log_files(self, node_ip: str, glob: str = "*") -> list[str]:
+        """Ray's log files on the node at `node_ip` (names relative to its logs directory)."""
+        q = urllib.parse.urlencode({"node_ip": node_ip, "glob": glob})
+        found = (self._call("GET", f"/api/v0/logs?{q}").get("data") or {}).get("result") or {}
+        return sorted({f for files in found.values() for f in files if not f.endswith("/")})
+
+    def log_file(self, node_ip: str, filename: str) -> str:
+        q = urllib.parse.urlencode({"node_ip": node_ip, "filename": filename, "lines": -1})
+        return self._call("GET", f"/api/v0/logs/file?{q}", raw_text=True)
 
     def wait(self, job: str, within_s: float, poll_s: float = 0.25) -> dict:
         """The job's details once it has ended; ClusterError (the job stopped) when it outlives `within_s`."""
