@@ -3,6 +3,7 @@
     python -m chaosbench.cluster.ray.testcluster build             # the Ray image (set-up runs it)
     python -m chaosbench.cluster.ray.testcluster up [--nodes 2]    # holds it until Ctrl-C
     python -m chaosbench.cluster.ray.testcluster up --dashboard    # ... with the Jobs API: prints RAY_ADDRESS
+    python -m chaosbench.cluster.ray.testcluster up --env RAY_health_check_period_ms=1000 ...   # the site's settings
     python -m chaosbench.cluster.ray.testcluster ls                # the Ray clusters up now (runs' too)
     python -m chaosbench.cluster.ray.testcluster down PROJECT | --all
 
@@ -38,14 +39,15 @@ def running() -> list[str]:
     return sorted(set(out.split()))
 
 
-def up(nodes: int, dashboard: bool = False) -> int:
+def up(nodes: int, dashboard: bool = False, env: dict[str, str] | None = None) -> int:
     from chaosbench.cluster.base import ClusterSpec
     from chaosbench.cluster.ray.backend import RayCluster
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     with tempfile.TemporaryDirectory(prefix="cb-ray-testcluster-") as tmp:
-        spec = ClusterSpec(run_id="raytest", run_dir=Path(tmp), nodes=nodes, min_nodes=1, max_nodes=nodes)
+        spec = ClusterSpec(run_id="raytest", run_dir=Path(tmp), nodes=nodes, min_nodes=1, max_nodes=nodes,
+                           env=dict(env or {}))
         with RayCluster(spec, dashboard=dashboard) as cluster:
             head = cluster.plan.container(HEAD)
             site = (f"\n  RAY_ADDRESS={cluster.dashboard_address()} chaosbench run SCENARIO --backend ray   "
@@ -63,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("build", help="build (or reuse) the Ray image and print its tag")
     u = sub.add_parser("up", help="start a Ray cluster and hold it until Ctrl-C")
     u.add_argument("--nodes", type=int, default=2)
+    u.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="every node's and the head's environment (e.g. RAY_health_check_period_ms=1000)")
     u.add_argument("--dashboard", action="store_true", help="run the head's dashboard (the Jobs API) on a loopback "
                                                                "port docker picks, for RAY_ADDRESS runs")
     sub.add_parser("ls", help="list the Ray clusters that are up")
@@ -73,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "build":
         print(build())
     elif args.cmd == "up":
-        return up(args.nodes, args.dashboard)
+        bad = [e for e in args.env if "=" not in e]
+        if bad:
+            ap.error(f"--env {bad[0]!r}: write KEY=VALUE")
+        return up(args.nodes, args.dashboard, dict(e.split("=", 1) for e in args.env))
     elif args.cmd == "ls":
         for project in running():
             print(project)
