@@ -100,7 +100,8 @@ class History:
             if isinstance(got, dict):
                 h.inventories[str(got.get("fault_id", Path(name).stem))] = got
         if (run_dir / "logs").is_dir() and rundir.is_link_free(run_dir, "logs"):
-            h.logs = {p.name: text for p in sorted((run_dir / "logs").rglob("*"))
+            # keyed by the path under logs/: every node's Ray logs/raylet.out is its own
+            h.logs = {p.relative_to(run_dir / "logs").as_posix(): text for p in sorted((run_dir / "logs").rglob("*"))
                       if (text := rundir.read_text(run_dir, p.relative_to(run_dir))) is not None}
         h._judge_events(result)
         return h

@@ -195,9 +195,9 @@ def log_regex(h: History, e: Expect, recs: list[Recovery]) -> list[CheckResult]:
     for rule in e.log_regex:
         name = f"log_regex:{rule.pattern}"
         expected = f"{rule.expect} in {rule.node or 'any'} log"
-        # 'node-1' names node-1.log, not node-10.log
-        logs = {k: v for k, v in h.logs.items()
-                if rule.node is None or re.match(re.escape(rule.node) + r"(?![0-9A-Za-z])", k)}
+        # 'node-1' names node-1.log and ray/node-1/..., not node-10.log
+        logs = {k: v for k, v in h.logs.items() if rule.node is None
+                or any(re.match(re.escape(rule.node) + r"(?![0-9A-Za-z])", part) for part in k.split("/"))}
         if not logs:
             out.append(not_evaluated(name, expected, f"no logs were collected{' for ' + rule.node if rule.node else ''}"))
             continue

@@ -112,6 +112,20 @@ def test_log_regex():
     assert nolog.status == "not_evaluated"
 
 
+def test_nested_logs_of_several_nodes_are_each_read_and_scoped_to_their_node(tmp_path):
+    # Ray's logs: logs/ray/<node>/logs/raylet.out on every node; one name, several files
+    for node, line in (("node-0", "all fine"), ("node-1", "Raylet is terminating")):
+        d = tmp_path / "logs" / "ray" / node / "logs"
+        d.mkdir(parents=True)
+        (d / "raylet.out").write_text(line + "\n")
+    h = History.load(tmp_path)
+    assert sorted(h.logs) == ["ray/node-0/logs/raylet.out", "ray/node-1/logs/raylet.out"]
+    on1, on0 = run(log_regex, h, log_regex=[LogRegex(pattern="terminating", node="node-1"),
+                                            LogRegex(pattern="terminating", node="node-0")])
+    assert on1.status == "passed" and "ray/node-1/" in on1.reason
+    assert on0.status == "failed"
+
+
 def test_history_load_skips_torn_lines(tmp_path):
     (tmp_path / "events").mkdir()
     good = json.dumps({"ts": 1.0, "event": "step", "node": "node-0", "step": 1})
