@@ -2,7 +2,7 @@
 
 The docker backend's compose project (services, per-node NVMe and shared memory, labels swept by
 owner token) with a Ray head beside the services and a Ray worker node in each trainer container
-(compose.py). The nodes get ray[train] from the job image (cluster/jobenv: the node image plus the
+(compose.py). The nodes get ray[default,train] from the job image (cluster/jobenv: the node image plus the
 pinned wheels in /opt/jobenv), so Ray is never installed where the harness runs. Training is a Ray
 Train run: trainer/ray_driver.py under `docker exec` on the head, with the reference trainer's loop
 (trainer/ray_loop.py) or the user's `train_loop_per_worker`. The run ends when the driver exits.
