@@ -45,6 +45,8 @@ class Recovery(BaseModel):
     injected_at: float
     detected_at: float | None = None
     rendezvous_done_at: float | None = None
+    # the launcher starting the worker group that trained (Ray Train's controller); inside the rendezvous phase
+    group_restart_at: float | None = None
     restored_at: float | None = None
     first_step_at: float | None = None
     detection_s: float | None = None

@@ -4,7 +4,8 @@ detection_s = the first sign that the job noticed, minus the injection. Signs, r
 `health_check_failed`, `fatal`, a worker entering `phase: shutdown` with a `reason` (a signal; the
 clean shutdown at the end of training carries none), a worker process that started after the
 injection (a restart), the torchrun agents' `worker_group_failed` / `rendezvous_start`
-(agent-*.jsonl), a torchft quorum that lost a group (quorum.py quorum_shrinks: the survivors never
+(agent-*.jsonl) and Ray Train's controller's failed group, restart or resize decision and group
+start, read from its own log with its own clock (observer/ray_controller.py), a torchft quorum that lost a group (quorum.py quorum_shrinks: the survivors never
 restart, the Lighthouse dropping the group is how they notice), a pre-fault worker that exited (seen
 by the node watcher) other than the fault's own victim, and the recovery's detected_at (which may
 precede the injection record: recovery.py). What the heal itself started (the target node's new
@@ -22,14 +23,16 @@ from chaosbench.checks.base import NO_EVENTS, failed, not_evaluated, passed
 from chaosbench.checks.ending import ending_of
 from chaosbench.checks.history import FaultWindow, History
 from chaosbench.checks.quorum import quorum_shrinks
+from chaosbench.checks.recovery import launcher_events
 from chaosbench.checks.registry import check
 from chaosbench.checks.timeouts import timeout_in_force
 from chaosbench.result import CheckResult, Recovery
 from chaosbench.scenario.model import Expect
 
 SIGN_EVENTS = ("health_check_failed", "fatal")
-# hang_detected: a launcher's own hang detection (ft_launcher's rank monitor timing out a rank's heartbeats)
-AGENT_SIGNS = ("worker_group_failed", "rendezvous_start", "hang_detected")
+# hang_detected: a launcher's own hang detection (ft_launcher's rank monitor timing out a rank's heartbeats);
+# worker_group_restart: its decision to restart or resize the group (Ray Train's controller logs it first on a join)
+AGENT_SIGNS = ("worker_group_failed", "worker_group_restart", "rendezvous_start", "hang_detected")
 
 
 def planned_faults(h: History, only: list[str] | None) -> list[tuple[str, str]]:
@@ -44,7 +47,7 @@ def run_end(h: History) -> float | None:
     stopped = h.harness.get("stopped_at")
     if isinstance(stopped, (int, float)):
         return float(stopped)
-    seen = [e["ts"] for e in h.events + h.agent_events]
+    seen = [e["ts"] for e in h.events + launcher_events(h)]
     return max(seen) if seen else None
 
 
@@ -76,9 +79,10 @@ def first_sign(h: History, fw: FaultWindow, rec: Recovery | None) -> tuple[float
     for (node, lr, _, _), start in h.incarnation_starts().items():
         if not (by_heal(node) and start >= healed):
             signs.append((start, f"new worker on {node}/local{lr}"))
-    for a in h.agent_events:
+    for a in launcher_events(h):
         if a.get("event") in AGENT_SIGNS and not (by_heal(a.get("node")) and a["ts"] >= healed):
-            signs.append((a["ts"], f"{a.get('launcher', 'torchrun')} agent {a['event']} on {a.get('node')}"))
+            who = "Ray Train controller" if a.get("launcher") == "ray" else f"{a.get('launcher', 'torchrun')} agent"
+            signs.append((a["ts"], f"{who} {a['event']} on {a.get('node')}"))
     # torchft: a group saw another leave its quorum (the Lighthouse dropped it, or it came back under a new id)
     signs += [(ts, what) for ts, node, what in quorum_shrinks(h) if not (by_heal(node) and ts >= healed)]
     signs = [s for s in signs if t0 <= s[0] < until]
@@ -112,7 +116,7 @@ def _verdict(h: History, bound: float, fid: str, kind: str, recs: list[Recovery]
     fw = next((w for w in h.faults if w.id == fid), None)
     if fw is None:
         return failed(name, expected, "not injected", h.never_injected(fid, kind) + why)
-    if not h.events and not h.agent_events:
+    if not h.events and not launcher_events(h):
         return not_evaluated(name, expected, NO_EVENTS)
     sign = first_sign(h, fw, next((r for r in recs if r.fault_id == fid), None))
     if sign is not None:

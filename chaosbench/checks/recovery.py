@@ -10,7 +10,13 @@ restart round) belong to no fault's breakdown. Definitions, all read from the hi
   returned (`docker kill` has taken effect), so survivors can see a node fault before it is
   recorded: for a fault on named nodes, signs from other nodes after the target's last event count
   too, and detected_at then precedes injected_at. A torchft survivor's group seeing the lost group
-  leave its quorum (quorum.py quorum_shrinks) is a sign too: its processes never restart;
+  leave its quorum (quorum.py quorum_shrinks) is a sign too: its processes never restart; so is
+  Ray Train's controller judging the worker group failed (or deciding to resize it), read from its
+  own log with its own clock (observer/ray_controller.py): a loop without events gets it too;
+- group_restart_at: the launcher starting the worker group that trained (Ray Train's controller:
+  its last `rendezvous_start` between the detection and the round's first event); a point inside
+  the rendezvous phase, not a phase: detection -> group_restart_at is the launcher's wait and the
+  starts that failed, group_restart_at -> rendezvous_done_at the start of the group that trained;
 - rendezvous_done_at: the first event of the round (workers start only once the agents'
   rendezvous completed);
 - restored_at: the last checkpoint_loaded / checkpoint_fresh_start of the round (all ranks
@@ -34,6 +40,7 @@ from __future__ import annotations
 from chaosbench.checks.history import FaultWindow, History, Incarnation
 from chaosbench.checks.lineage import recovery_round, resume_point, world_step_at
 from chaosbench.checks.quorum import quorum_run, quorum_shrinks
+from chaosbench.observer.ray_controller import controller_events
 from chaosbench.result import Recovery
 
 DETECTION_EVENTS = ("health_check_failed", "fatal")
@@ -58,6 +65,18 @@ def recoveries(h: History) -> list[Recovery]:
     return out
 
 
+def launcher_events(h: History) -> list[dict]:
+    """The agent events of the run: the node watcher's (agent-*.jsonl) and Ray Train's controller's,
+    read from its log under logs/ (observer/ray_controller.py), by time."""
+    return sorted(h.agent_events + controller_events(h.logs, h.run_id), key=lambda a: a["ts"])
+
+
+def _controller_signs(h: History) -> list[dict]:
+    """Ray Train's controller noticing a change: a failed group, or its decision to resize the group."""
+    return [a for a in controller_events(h.logs, h.run_id)
+            if a["event"] == "worker_group_failed" or (a["event"] == "worker_group_restart" and "from" in a)]
+
+
 def _is_sign(e: dict) -> bool:
     return e.get("event") in DETECTION_EVENTS or (e.get("event") == "phase" and e.get("phase") == "shutdown")
 
@@ -69,9 +88,12 @@ def _target_nodes(h: History, fw: FaultWindow) -> set[str]:
     return nodes if nodes and nodes <= names else set()
 
 
-def _detected_at(h: History, fw: FaultWindow, floor: float, old: list[Incarnation], groups) -> float | None:
+def _detected_at(h: History, fw: FaultWindow, floor: float, end: float, old: list[Incarnation],
+                 groups) -> float | None:
     t0 = fw.injected_at
     signs = [e["ts"] for inc in old for e in groups[inc] if e["ts"] >= t0 and _is_sign(e)]
+    controller = [a["ts"] for a in _controller_signs(h) if a["ts"] < end]
+    signs += [ts for ts in controller if ts >= t0]
     targets = _target_nodes(h, fw)
     if targets:
         # The action (a kill) took effect at the earliest right after the target's last event.
@@ -80,6 +102,7 @@ def _detected_at(h: History, fw: FaultWindow, floor: float, old: list[Incarnatio
             acted_after = max(last)
             signs += [e["ts"] for inc in old if inc[0] not in targets for e in groups[inc]
                       if acted_after < e["ts"] < t0 and _is_sign(e)]
+            signs += [ts for ts in controller if acted_after < ts < t0]
     # torchft: a survivor's group sees the lost group leave its quorum (the fault's own nodes see only their return)
     signs += [ts for ts, node, _ in quorum_shrinks(h) if t0 <= ts and node not in targets]
     return min(signs) if signs else None
@@ -105,7 +128,7 @@ def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, gro
     last_old = max(old_steps, key=lambda e: e["ts"], default=None)
     rec = Recovery(fault_id=fw.id, injected_at=t0, step_before_fault=step_before,
                    world_size_before=last_old.get("world_size") if last_old else None,
-                   detected_at=_detected_at(h, fw, floor, old, groups))
+                   detected_at=_detected_at(h, fw, floor, end, old, groups))
     if not members:
         rec.failed_restarts = len(new)
         return rec   # restarted but never trained again: every later field stays unknown (null)
@@ -116,6 +139,7 @@ def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, gro
     round_ = list(first_step)
     rec.failed_restarts = len(dead)
     rec.rendezvous_done_at = min(starts[inc] for inc in round_)
+    rec.group_restart_at = _group_restart(h, rec)
     rec.first_step_at = first["ts"]
     rec.world_size_after = first.get("world_size")
     rec.ranks_after = len(round_)
@@ -126,6 +150,15 @@ def _recovery(h: History, fw: FaultWindow, end: float, floor: float, starts, gro
     _restore_round(rec, {inc: groups[inc] for inc in round_}, first_step)
     split_phases(rec)
     return rec
+
+
+def _group_restart(h: History, rec: Recovery) -> float | None:
+    """Ray Train's controller starting the group that trained: its last `rendezvous_start` after the
+    detection (else the injection) and no later than the round's first event."""
+    since = min(rec.injected_at, rec.detected_at) if rec.detected_at is not None else rec.injected_at
+    starts = [a["ts"] for a in controller_events(h.logs, h.run_id)
+              if a["event"] == "rendezvous_start" and since <= a["ts"] <= rec.rendezvous_done_at]
+    return max(starts) if starts else None
 
 
 def _label(inc: Incarnation) -> str:
