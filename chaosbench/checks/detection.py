@@ -5,8 +5,9 @@ detection_s = the first sign that the job noticed, minus the injection. Signs, r
 clean shutdown at the end of training carries none), a worker process that started after the
 injection (a restart), the torchrun agents' `worker_group_failed` / `rendezvous_start`
 (agent-*.jsonl) and Ray Train's controller's failed group, restart or resize decision and group
-start, read from its own log with its own clock (observer/ray_controller.py), a torchft quorum that lost a group (quorum.py quorum_shrinks: the survivors never
-restart, the Lighthouse dropping the group is how they notice), a pre-fault worker that exited (seen
+start, read from its own log with its own clock (observer/ray_controller.py), a torchft quorum that
+lost a group (quorum.py quorum_shrinks: the survivors never restart, the Lighthouse dropping the
+group is how they notice), a pre-fault worker that exited (seen
 by the node watcher) other than the fault's own victim, and the recovery's detected_at (which may
 precede the injection record: recovery.py). What the heal itself started (the target node's new
 workers and agent after `healed_at`) is no sign. Signs after the next fault's injection belong to it.

@@ -81,7 +81,8 @@ def test_matching_is_case_blind_and_loose_on_spaces_and_unknown_lines_make_nothi
                     "from 3 ->  2 workers.")[1] | {"line": ""} == {"from": 3, "world_size": 2, "line": ""}
     assert event_of("Error in control loop iteration: The worker group startup timed out after 20.0 seconds "
                     "waiting for 3 workers.")[1]["timeout_s"] == 20.0
-    assert event_of("A run snapshot was found in storage folder at: '/s3/run'\nThis snapshot ...")[1]["path"] == "/s3/run"
+    snapshot = event_of("A run snapshot was found in storage folder at: '/s3/run'\nThis snapshot ...")
+    assert snapshot[0] == "ray_snapshot_found" and snapshot[1]["path"] == "/s3/run"
     assert event_of("Requesting resources: {'CPU': 1} * 3") is None
     assert is_controller_log("ray/10.0.0.2/train/ray-train-app-controller-ab12.log")
     assert not is_controller_log("ray/node-0/train/ray-train-sys-worker-ab12.log")
