@@ -40,7 +40,7 @@ from __future__ import annotations
 from chaosbench.checks.history import FaultWindow, History, Incarnation
 from chaosbench.checks.lineage import recovery_round, resume_point, world_step_at
 from chaosbench.checks.quorum import quorum_run, quorum_shrinks
-from chaosbench.observer.ray_controller import controller_events
+from chaosbench.observer.ray_controller import controller_events, is_controller_log
 from chaosbench.result import Recovery
 
 DETECTION_EVENTS = ("health_check_failed", "fatal")
@@ -65,15 +65,26 @@ def recoveries(h: History) -> list[Recovery]:
     return out
 
 
+def _controller(h: History) -> list[dict]:
+    """Ray Train's controller's events (observer/ray_controller.py), parsed once per History: every
+    fault's detection and breakdown, and the detection checks, read them (parsed again when the
+    controller logs or the run id were replaced)."""
+    stamp = (id(h.logs), h.run_id, tuple((k, len(v)) for k, v in h.logs.items() if is_controller_log(k)))
+    got = h.__dict__.get("_controller_events")
+    if got is None or got[0] != stamp:
+        got = h.__dict__["_controller_events"] = (stamp, controller_events(h.logs, h.run_id))
+    return got[1]
+
+
 def launcher_events(h: History) -> list[dict]:
     """The agent events of the run: the node watcher's (agent-*.jsonl) and Ray Train's controller's,
     read from its log under logs/ (observer/ray_controller.py), by time."""
-    return sorted(h.agent_events + controller_events(h.logs, h.run_id), key=lambda a: a["ts"])
+    return sorted(h.agent_events + _controller(h), key=lambda a: a["ts"])
 
 
 def _controller_signs(h: History) -> list[dict]:
     """Ray Train's controller noticing a change: a failed group, or its decision to resize the group."""
-    return [a for a in controller_events(h.logs, h.run_id)
+    return [a for a in _controller(h)
             if a["event"] == "worker_group_failed" or (a["event"] == "worker_group_restart" and "from" in a)]
 
 
@@ -156,7 +167,7 @@ def _group_restart(h: History, rec: Recovery) -> float | None:
     """Ray Train's controller starting the group that trained: its last `rendezvous_start` after the
     detection (else the injection) and no later than the round's first event."""
     since = min(rec.injected_at, rec.detected_at) if rec.detected_at is not None else rec.injected_at
-    starts = [a["ts"] for a in controller_events(h.logs, h.run_id)
+    starts = [a["ts"] for a in _controller(h)
               if a["event"] == "rendezvous_start" and since <= a["ts"] <= rec.rendezvous_done_at]
     return max(starts) if starts else None
 
